@@ -1,0 +1,5 @@
+import sys
+
+from cdckit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,269 @@
+"""Load a connector configuration (Debezium JSON or .properties), apply overrides, validate everything at once.
+
+Example::
+
+    config = load_config(Path("connector.json"), overrides=["snapshot.mode=never"])
+    config.int("max.batch.size")
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from cdckit.config.properties import (
+    BY_NAME,
+    IGNORED_PREFIXES,
+    PASSTHROUGH_PREFIXES,
+    YUGABYTEDB_CONNECTOR,
+    Property,
+)
+from cdckit.errors import ConfigurationError
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+_SLOT_NAME = re.compile(r"^[a-z0-9_]{1,63}$")
+_SKIPPABLE_OPS = {"c", "u", "d", "t", "none"}
+
+
+class Config:
+    """Validated, typed connector settings. ``str(config)`` never shows secrets."""
+
+    def __init__(self, values: dict[str, object], passthrough: dict[str, str]) -> None:
+        self._values = values
+        self.passthrough = passthrough
+
+    def __getitem__(self, name: str) -> object:
+        return self._values[name]
+
+    def str(self, name: str) -> str:
+        value = self._values[name]
+        return "" if value is None else str(value)
+
+    def int(self, name: str) -> int:
+        value = self._values[name]
+        assert isinstance(value, int)
+        return value
+
+    def bool(self, name: str) -> bool:
+        return bool(self._values[name])
+
+    def list(self, name: str) -> tuple[str, ...]:
+        value = self._values[name]
+        assert isinstance(value, tuple)
+        return value
+
+    @property
+    def is_yugabytedb(self) -> bool:
+        return self._values["connector.class"] == YUGABYTEDB_CONNECTOR
+
+    @property
+    def connector_name(self) -> str:
+        """The value of ``source.connector`` in events."""
+        return "YugabyteDB" if self.is_yugabytedb else "postgresql"
+
+    def as_properties(self, include_secrets: bool = False) -> dict[str, str]:
+        """Every setting as strings (what the Spark sources receive as options)."""
+        out: dict[str, str] = {}
+        for name, value in self._values.items():
+            if value is None:
+                continue
+            if BY_NAME[name].secret and not include_secrets:
+                continue
+            out[name] = ",".join(value) if isinstance(value, tuple) else _to_text(value)
+        out.update(self.passthrough)
+        return out
+
+    def redacted(self) -> dict[str, str]:
+        shown = self.as_properties(include_secrets=False)
+        for prop in BY_NAME.values():
+            if prop.secret and self._values.get(prop.name) is not None:
+                shown[prop.name] = "********"
+        return shown
+
+    def __repr__(self) -> str:
+        return f"Config({self.redacted()})"
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def read_config_file(path: Path) -> dict[str, str]:
+    """Read a Debezium connector JSON (``{"name":..., "config":{...}}`` or a flat object) or a .properties file."""
+    if not path.exists():
+        raise ConfigurationError([f"configuration file {path} does not exist; pass the path of a connector "
+                                  f"JSON or .properties file"])
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError([f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                                      f"{exc.msg}); fix the file or use a .properties file"]) from None
+        if not isinstance(document, dict):
+            raise ConfigurationError([f"{path} must hold a JSON object with the connector properties"])
+        body = document.get("config", document)
+        if not isinstance(body, dict):
+            raise ConfigurationError([f"{path}: \"config\" must be a JSON object of properties"])
+        values = {str(key): _json_scalar(value) for key, value in body.items()}
+        if "config" in document and "name" in document and "name" not in values:
+            values["name"] = str(document["name"])
+        return values
+    return parse_properties(text)
+
+
+def _json_scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line continuations."""
+    values: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            values[line] = ""
+            continue
+        values[match.group(1).replace("\\", "")] = match.group(2)
+    return values
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    problems = []
+    for item in items:
+        if "=" not in item:
+            problems.append(f"--set {item!r} is not of the form key=value")
+            continue
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    if problems:
+        raise ConfigurationError(problems)
+    return out
+
+
+def load_config(path: Path | None = None, overrides: Iterable[str] = (),
+                base: Mapping[str, str] | None = None) -> Config:
+    """Merge ``base`` < file < ``--set`` overrides, then validate. ``${env:NAME}`` values read the environment."""
+    raw: dict[str, str] = dict(base or {})
+    if path is not None:
+        raw.update(read_config_file(path))
+    raw.update(parse_overrides(overrides))
+    return validate(raw)
+
+
+def _resolve(value: str, key: str, problems: list[str]) -> str:
+    def env(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            problems.append(f"{key} refers to environment variable {name}, which is not set; export it")
+            return ""
+        return os.environ[name]
+
+    return re.sub(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", env, value)
+
+
+def validate(raw: Mapping[str, str]) -> Config:
+    problems: list[str] = []
+    values: dict[str, object] = {}
+    passthrough: dict[str, str] = {}
+    for key, text in raw.items():
+        if key.startswith(PASSTHROUGH_PREFIXES):
+            passthrough[key] = _resolve(text, key, problems)
+            continue
+        if key.startswith(IGNORED_PREFIXES):
+            continue
+        prop = BY_NAME.get(key)
+        if prop is None:
+            problems.append(_unknown(key))
+            continue
+        values[key] = _parse(prop, _resolve(text, key, problems), problems)
+    connector_class = str(values.get("connector.class") or "")
+    for prop in BY_NAME.values():
+        if values.get(prop.name) in (None, ""):
+            if prop.required:
+                problems.append(f"{prop.name} is required ({prop.doc}); set it in the configuration file or "
+                                f"with --set {prop.name}=...")
+            default = prop.default_for(connector_class) if prop.default_for else prop.default
+            values[prop.name] = default
+    _check_combinations(values, problems)
+    if problems:
+        raise ConfigurationError(problems)
+    return Config(values, passthrough)
+
+
+def _unknown(key: str) -> str:
+    close = difflib.get_close_matches(key, list(BY_NAME), n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]}?" if close else "; remove it (see `cdckit properties` for the list)"
+    return f"unknown property {key}{hint}"
+
+
+def _parse(prop: Property, text: str, problems: list[str]) -> object:
+    text = text.strip()
+    if text == "" and prop.kind not in ("string", "password", "list"):
+        return None
+    shown = "********" if prop.secret else repr(text)
+    if prop.kind == "int":
+        try:
+            number = int(text)
+        except ValueError:
+            problems.append(f"{prop.name}={shown} is not a whole number")
+            return None
+        if prop.minimum is not None and number < prop.minimum:
+            problems.append(f"{prop.name}={number} is below the minimum {prop.minimum}")
+        return number
+    if prop.kind == "bool":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        problems.append(f"{prop.name}={shown} is not a boolean; use true or false")
+        return None
+    if prop.kind == "choice":
+        if text not in prop.choices:
+            problems.append(f"{prop.name}={shown} is not one of: {', '.join(prop.choices)}")
+        return text
+    if prop.kind == "list":
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    return text
+
+
+def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
+    for family in ("schema", "table", "column"):
+        if values.get(f"{family}.include.list") and values.get(f"{family}.exclude.list"):
+            problems.append(f"{family}.include.list and {family}.exclude.list are mutually exclusive; keep one")
+    for key in ("schema.include.list", "schema.exclude.list", "table.include.list", "table.exclude.list",
+                "column.include.list", "column.exclude.list"):
+        for pattern in values.get(key) or ():
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                problems.append(f"{key} entry {pattern!r} is not a valid regular expression ({exc})")
+    slot = str(values.get("slot.name") or "")
+    if slot and not _SLOT_NAME.match(slot):
+        problems.append(f"slot.name={slot!r} may only contain lower-case letters, digits and underscores "
+                        f"(at most 63)")
+    skipped = values.get("skipped.operations") or ()
+    for op in skipped:  # type: ignore[attr-defined]
+        if op not in _SKIPPABLE_OPS:
+            problems.append(f"skipped.operations entry {op!r} is not one of c, u, d, t, none")
+    prefix = str(values.get("topic.prefix") or "")
+    if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
+        problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")

@@ -1,0 +1,114 @@
+"""The properties cdckit understands: Debezium's own names and defaults, plus cdckit's ``cdckit.*`` keys.
+
+Each property is one row of ``PROPERTIES``; validation, defaults, documentation (``cdckit properties``) and
+redaction all read this table, so adding a property is adding a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+YUGABYTEDB_CONNECTOR = "io.debezium.connector.postgresql.YugabyteDBConnector"
+SUPPORTED_CONNECTORS = (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR)
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    kind: str  # string | int | bool | choice | list | password
+    default: object = None
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+    required: bool = False
+    minimum: int | None = None
+    # a default that depends on the connector class (YugabyteDB differs from PostgreSQL)
+    default_for: Callable[[str], object] | None = None
+
+    @property
+    def secret(self) -> bool:
+        return self.kind == "password"
+
+
+def _port_default(connector_class: str) -> int:
+    return 5433 if connector_class == YUGABYTEDB_CONNECTOR else 5432
+
+
+PROPERTIES: tuple[Property, ...] = (
+    # -- identity and connection ------------------------------------------------------------------
+    Property("name", "string", None, "connector name (informational)"),
+    Property("connector.class", "choice", None, "source connector", choices=SUPPORTED_CONNECTORS, required=True),
+    Property("tasks.max", "int", 1, "accepted for compatibility; cdckit parallelism comes from Spark", minimum=1),
+    Property("database.hostname", "string", None, "database host name or IP address", required=True),
+    Property("database.port", "int", None, "database port (5432; 5433 for YugabyteDB)", minimum=1,
+             default_for=_port_default),
+    Property("database.user", "string", None, "user with REPLICATION and SELECT privileges", required=True),
+    Property("database.password", "password", None, "password of database.user", required=True),
+    Property("database.dbname", "string", None, "database to capture", required=True),
+    Property("database.sslmode", "choice", "prefer", "libpq sslmode",
+             choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full")),
+    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full"),
+    Property("database.connect.timeout.ms", "int", 30000, "connection timeout", minimum=1000),
+    Property("topic.prefix", "string", None, "namespace of topic and schema names; never change it",
+             required=True),
+    # -- what to capture ----------------------------------------------------------------------------
+    Property("schema.include.list", "list", (), "regular expressions of schemas to capture"),
+    Property("schema.exclude.list", "list", (), "regular expressions of schemas not to capture"),
+    Property("table.include.list", "list", (), "regular expressions of schema.table to capture"),
+    Property("table.exclude.list", "list", (), "regular expressions of schema.table not to capture"),
+    Property("column.include.list", "list", (), "regular expressions of schema.table.column to emit"),
+    Property("column.exclude.list", "list", (), "regular expressions of schema.table.column not to emit"),
+    # -- replication --------------------------------------------------------------------------------
+    Property("plugin.name", "choice", "pgoutput", "logical decoding output plugin", choices=("pgoutput",)),
+    Property("slot.name", "string", "debezium", "logical replication slot ([a-z0-9_])"),
+    Property("slot.drop.on.stop", "bool", False, "drop the slot when the stream stops (tests only)"),
+    Property("publication.name", "string", "dbz_publication", "publication streamed from"),
+    Property("publication.autocreate.mode", "choice", "all_tables", "how the publication is created",
+             choices=("all_tables", "disabled", "filtered")),
+    Property("snapshot.mode", "choice", "initial", "when to snapshot",
+             choices=("initial", "initial_only", "never", "no_data")),
+    Property("snapshot.fetch.size", "int", 10240, "rows fetched per round trip while snapshotting", minimum=1),
+    Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",
+             minimum=1),
+    Property("poll.interval.ms", "int", 500, "how often the source is polled for new changes", minimum=1),
+    Property("heartbeat.interval.ms", "int", 0, "heartbeat period (0 = off); keeps an idle slot moving",
+             minimum=0),
+    Property("topic.heartbeat.prefix", "string", "__debezium-heartbeat", "prefix of the heartbeat topic"),
+    Property("tombstones.on.delete", "bool", True, "emit a tombstone after each delete"),
+    Property("skipped.operations", "list", ("t",), "operations not emitted: c, u, d, t, or none"),
+    Property("time.precision.mode", "choice", "adaptive", "temporal representation",
+             choices=("adaptive", "adaptive_time_microseconds", "connect")),
+    Property("decimal.handling.mode", "choice", "precise", "numeric representation",
+             choices=("precise", "double", "string")),
+    Property("binary.handling.mode", "choice", "bytes", "bytea representation",
+             choices=("bytes", "base64", "base64-url-safe", "hex")),
+    Property("interval.handling.mode", "choice", "numeric", "interval representation",
+             choices=("numeric", "string")),
+    Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map")),
+    # -- converters ---------------------------------------------------------------------------------
+    Property("key.converter", "choice", JSON_CONVERTER, "key converter", choices=(JSON_CONVERTER,)),
+    Property("value.converter", "choice", JSON_CONVERTER, "value converter", choices=(JSON_CONVERTER,)),
+    Property("key.converter.schemas.enable", "bool", True, "JsonConverter writes the key schema"),
+    Property("value.converter.schemas.enable", "bool", True, "JsonConverter writes the value schema"),
+    # -- cdckit: the Spark side ---------------------------------------------------------------------
+    Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console")),
+    Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
+    Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",
+             "folder for the stream's Spark checkpoint and the snapshot's state"),
+    Property("cdckit.trigger", "choice", "available-now", "available-now: process what exists and stop; "
+             "processing-time: run continuously", choices=("available-now", "processing-time")),
+    Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
+             "(e.g. '10 seconds'; empty = poll.interval.ms)"),
+    Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
+    Property("cdckit.stream.max.batches", "int", 0, "stop the stream after this many micro-batches "
+             "(0 = no limit)", minimum=0),
+)
+
+BY_NAME = {prop.name: prop for prop in PROPERTIES}
+
+# Kafka Connect keys that mean nothing to cdckit but appear in real connector files; accepted silently.
+IGNORED_PREFIXES = ("errors.", "transforms", "predicates", "producer.override.", "consumer.override.")
+# Pass-through families kept for the sinks and converters (validated where they are used).
+PASSTHROUGH_PREFIXES = ("kafka.", "spark.")

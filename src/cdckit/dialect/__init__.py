@@ -1,0 +1,1 @@
+"""One package per database family: catalog, positions, snapshot reads, change reads, setup SQL."""

@@ -1,0 +1,180 @@
+"""What cdckit needs to know of the source catalog: server settings, captured tables, columns and keys."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from psycopg2.extensions import connection as Connection
+
+from cdckit.errors import MissingPrimaryKeyError, SourcePreconditionError, TableNotFoundError
+from cdckit.formats.debezium.postgres_types import ColumnType
+
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    schema: str
+    name: str
+    oid: int
+    columns: tuple[ColumnType, ...]
+    key_columns: tuple[str, ...]
+    replica_identity: str  # d, n, f, i
+    estimated_rows: int = 0
+    column_filter: tuple[str, ...] | None = None  # emitted columns after column include/exclude (None = all)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def emitted_columns(self) -> tuple[ColumnType, ...]:
+        if self.column_filter is None:
+            return self.columns
+        return tuple(col for col in self.columns if col.name in self.column_filter)
+
+
+def check_server(conn: Connection, host: str) -> str:
+    """Fail clearly when the server cannot do logical decoding; returns the server version string."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT current_setting('wal_level'), current_setting('server_version'), "
+                    "current_setting('max_replication_slots')")
+        wal_level, version, max_slots = cur.fetchone()
+    conn.commit()
+    if wal_level != "logical":
+        raise SourcePreconditionError(
+            f"wal_level is '{wal_level}' on {host}, but logical decoding needs 'logical'; run "
+            f"ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL (on Amazon RDS set "
+            f"rds.logical_replication = 1 in the parameter group)")
+    if int(max_slots) < 1:
+        raise SourcePreconditionError(f"max_replication_slots is 0 on {host}; set it to at least 1 and restart")
+    return str(version)
+
+
+def _matches(patterns: Sequence[str], text: str) -> bool:
+    return any(re.fullmatch(pattern, text, flags=re.IGNORECASE) for pattern in patterns)
+
+
+def select_tables(candidates: Sequence[tuple[str, str]], options: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Apply Debezium's anchored, case-insensitive schema/table include and exclude lists."""
+    def listed(name: str) -> list[str]:
+        return [item.strip() for item in options.get(name, "").split(",") if item.strip()]
+
+    schema_in, schema_out = listed("schema.include.list"), listed("schema.exclude.list")
+    table_in, table_out = listed("table.include.list"), listed("table.exclude.list")
+    chosen = []
+    for schema, table in candidates:
+        qualified = f"{schema}.{table}"
+        if schema_in and not _matches(schema_in, schema):
+            continue
+        if schema_out and _matches(schema_out, schema):
+            continue
+        if table_in and not _matches(table_in, qualified):
+            continue
+        if table_out and _matches(table_out, qualified):
+            continue
+        chosen.append((schema, table))
+    return chosen
+
+
+def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
+    """The captured tables, in schema/table order, with columns and primary keys.
+
+    Raises ``TableNotFoundError`` when a ``table.include.list`` entry matches nothing and
+    ``MissingPrimaryKeyError`` (naming every such table) when a captured table has no primary key.
+    """
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname <> ALL(%s) "
+            "AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast%%' "
+            "ORDER BY n.nspname, c.relname", (list(SYSTEM_SCHEMAS),))
+        candidates = [(str(s), str(t)) for s, t in cur.fetchall()]
+    chosen = select_tables(candidates, options)
+    dbname = options.get("database.dbname", "")
+    for entry in [item.strip() for item in options.get("table.include.list", "").split(",") if item.strip()]:
+        if not any(re.fullmatch(entry, f"{s}.{t}", flags=re.IGNORECASE) for s, t in chosen):
+            raise TableNotFoundError(
+                f"table.include.list entry '{entry}' matches no table in database '{dbname}'; check the "
+                f"schema.table spelling (entries are anchored regular expressions) or create the table first")
+    if not chosen:
+        raise TableNotFoundError(f"no table in database '{dbname}' matches the include/exclude lists; "
+                                 f"check table.include.list and schema.include.list")
+    tables = [load_table(conn, schema, table, options) for schema, table in chosen]
+    conn.commit()
+    keyless = [t.qualified_name for t in tables if not t.key_columns]
+    if keyless:
+        raise MissingPrimaryKeyError(
+            f"table{'s' if len(keyless) > 1 else ''} {', '.join(keyless)} in database '{dbname}' "
+            f"{'have' if len(keyless) > 1 else 'has'} no primary key, so change events would have no key; "
+            f"add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)) or leave the table out with "
+            f"table.exclude.list")
+    return tables
+
+
+_COLUMNS_SQL = """
+SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
+       CASE WHEN t.typtype = 'd' AND t.typtypmod <> -1 THEN t.typtypmod ELSE a.atttypmod END,
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid)
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+ORDER BY a.attnum
+"""
+
+_KEY_SQL = """
+SELECT a.attname FROM pg_index i
+JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) ON true
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord
+"""
+
+
+def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, str]) -> TableInfo:
+    with conn.cursor() as cur:
+        cur.execute("SELECT c.oid, c.relreplident, GREATEST(c.reltuples, 0)::bigint FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                    (schema, table))
+        found = cur.fetchone()
+        if found is None:
+            raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
+                                     f"'{options.get('database.dbname', '')}'")
+        oid, replica_identity, estimated_rows = int(found[0]), str(found[1]), int(found[2])
+        cur.execute(_COLUMNS_SQL, (oid,))
+        columns = tuple(
+            ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
+                       optional=bool(optional), enum_values=_enum_labels(labels))
+            for name, optional, type_oid, type_name, modifier, labels in cur.fetchall())
+        cur.execute(_KEY_SQL, (oid,))
+        key_columns = tuple(str(row[0]) for row in cur.fetchall())
+    return TableInfo(schema, table, oid, columns, key_columns, replica_identity, estimated_rows,
+                     column_filter=_column_filter(schema, table, columns, key_columns, options))
+
+
+def _enum_labels(labels: object) -> tuple[str, ...] | None:
+    if labels is None:
+        return None
+    if isinstance(labels, str):  # raw text form '{a,b}' when the array is not cast by the driver
+        inner = labels.strip("{}")
+        return tuple(part.strip('"') for part in inner.split(",")) if inner else ()
+    return tuple(str(label) for label in labels)  # type: ignore[attr-defined]
+
+
+def _column_filter(schema: str, table: str, columns: Sequence[ColumnType], key_columns: Sequence[str],
+                   options: Mapping[str, str]) -> tuple[str, ...] | None:
+    """Columns emitted in ``before``/``after``; key columns stay in the key whatever the lists say."""
+    include = [p.strip() for p in options.get("column.include.list", "").split(",") if p.strip()]
+    exclude = [p.strip() for p in options.get("column.exclude.list", "").split(",") if p.strip()]
+    if not include and not exclude:
+        return None
+    kept = []
+    for column in columns:
+        qualified = f"{schema}.{table}.{column.name}"
+        if include and not _matches(include, qualified):
+            continue
+        if exclude and _matches(exclude, qualified):
+            continue
+        kept.append(column.name)
+    return tuple(kept)

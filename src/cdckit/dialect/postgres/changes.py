@@ -1,0 +1,198 @@
+"""Reading committed changes from the replication slot by LSN range.
+
+Changes are *peeked* (``pg_logical_slot_peek_binary_changes``), never consumed, so a batch can be read
+again after a failure; the slot moves only when cdckit confirms a position (``advance_slot``) after Spark
+has committed the batch that ends there.
+
+A position is the end LSN of a transaction's commit record. A batch ``(start, end]`` holds every
+transaction whose commit record starts at or after ``start`` and before ``end``; ``end`` is always the
+end of a commit record cdckit has seen, so no transaction is ever split or skipped (PostgreSQL itself
+skips, on decoding, transactions whose commit record starts before the slot's confirmed position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from psycopg2.extensions import connection as Connection
+
+from cdckit.dialect.postgres import pgoutput
+from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.events import ChangeEvent, Position, Row
+
+HEARTBEAT_MESSAGE_PREFIX = "cdckit.heartbeat"
+_CHANGE_KINDS = (ord("I"), ord("U"), ord("D"))
+
+
+def peek_options(options: Mapping[str, str]) -> list[str]:
+    return ["proto_version", "1", "publication_names", options.get("publication.name", "dbz_publication"),
+            "messages", "true"]
+
+
+@dataclass(frozen=True)
+class PendingChanges:
+    end_lsn: int | None  # end of the last whole transaction admitted, None when nothing is pending
+    transactions: int  # transactions pending up to the bound (admitted or not)
+    events: int  # row changes in the admitted transactions
+
+
+_PENDING_SQL = """
+WITH m AS (
+    SELECT c.lsn, get_byte(c.data, 0) AS kind, c.n
+    FROM pg_logical_slot_peek_binary_changes(%(slot)s, %(upto)s::pg_lsn, %(nchanges)s, VARIADIC %(opts)s)
+         WITH ORDINALITY AS c(lsn, xid, data, n)
+), running AS (
+    SELECT lsn, kind, sum(CASE WHEN kind = ANY(%(change_kinds)s) THEN 1 ELSE 0 END) OVER (ORDER BY n) AS seen
+    FROM m
+), commits AS (
+    SELECT lsn, seen FROM running WHERE kind = 67
+), pending AS (
+    SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s::pg_lsn), 0) AS events
+    FROM commits WHERE lsn > %(start)s::pg_lsn
+)
+SELECT coalesce(max(lsn) FILTER (WHERE events <= %(limit)s), min(lsn))::text,
+       count(*),
+       coalesce(max(events) FILTER (WHERE events <= %(limit)s), min(events))
+FROM pending
+"""
+
+
+def pending_changes(conn: Connection, options: Mapping[str, str], start: int, max_events: int,
+                    upto: int | None) -> PendingChanges:
+    """Find the largest batch of whole transactions after ``start`` holding at most ``max_events`` changes.
+
+    A single transaction larger than ``max_events`` is admitted alone (transactions are never split).
+    Only one row comes back to the caller whatever the backlog; decoding stops shortly after the limit.
+    """
+    with conn.cursor() as cur:
+        cur.execute(_PENDING_SQL, {
+            "slot": options.get("slot.name", "debezium"),
+            "upto": format_lsn(upto) if upto is not None else None,
+            "nchanges": 3 * max_events + 1000,
+            "opts": peek_options(options),
+            "change_kinds": list(_CHANGE_KINDS),
+            "start": format_lsn(start),
+            "limit": max_events,
+        })
+        row = cur.fetchone()
+    conn.commit()
+    assert row is not None
+    end_text, transactions, events = row
+    return PendingChanges(parse_lsn(end_text) if end_text else None, int(transactions), int(events or 0))
+
+
+def current_flush_lsn(conn: Connection) -> int:
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+        row = cur.fetchone()
+    conn.commit()
+    assert row is not None
+    return parse_lsn(str(row[0]))
+
+
+def emit_heartbeat(conn: Connection, slot_name: str) -> None:
+    """Write a transactional logical decoding message: a tiny transaction the slot can advance past.
+
+    This keeps an idle slot moving (so the server can recycle WAL) without a heartbeat table.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_logical_emit_message(true, %s, %s)", (HEARTBEAT_MESSAGE_PREFIX, slot_name))
+    conn.commit()
+
+
+TableLookup = Callable[[pgoutput.Relation], TableInfo | None]
+
+
+class ChangeDecoder:
+    """Turns the pgoutput messages of a peek into change events for the transactions in ``[start, end)``.
+
+    ``table_for`` maps a relation to the captured table (None for a table that is not captured);
+    ``heartbeat_tag`` selects this slot's own heartbeat messages (other slots' are ignored).
+    """
+
+    def __init__(self, start: int, end: int, table_for: TableLookup, heartbeat_tag: str = "") -> None:
+        self.heartbeat_tag = heartbeat_tag.encode("utf-8")
+        self.start = start
+        self.end = end
+        self.table_for = table_for
+        self.relations: dict[int, tuple[pgoutput.Relation, TableInfo | None]] = {}
+        self.in_range = False
+        self.begin: pgoutput.Begin | None = None
+        self.last_commit_lsn: int | None = start
+
+    def feed(self, lsn: int, data: bytes) -> Iterator[ChangeEvent]:
+        message = pgoutput.decode_message(data)
+        if isinstance(message, pgoutput.Relation):
+            self.relations[message.relation_id] = (message, self.table_for(message))
+        elif isinstance(message, pgoutput.Begin):
+            self.begin = message
+            self.in_range = self.start <= message.final_lsn < self.end
+        elif isinstance(message, pgoutput.Commit):
+            if self.in_range:
+                self.last_commit_lsn = message.end_lsn
+            self.in_range = False
+        elif self.in_range and self.begin is not None:
+            yield from self._changes(lsn, message, self.begin)
+
+    def _changes(self, lsn: int, message: pgoutput.Message, begin: pgoutput.Begin) -> Iterator[ChangeEvent]:
+        commit_end = self._commit_end(begin)
+        if isinstance(message, pgoutput.LogicalMessage):
+            if message.prefix == HEARTBEAT_MESSAGE_PREFIX and message.content == self.heartbeat_tag:
+                yield ChangeEvent("", "", "hb", None, None, Position(commit_end, lsn), begin.commit_time_us // 1000,
+                                  begin.xid, sequence=(self.last_commit_lsn, lsn))
+            return
+        if not isinstance(message, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
+            return
+        relation, table = self.relations.get(message.relation_id, (None, None))
+        if relation is None or table is None:
+            return
+        names = [column.name for column in relation.columns]
+
+        def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
+            assert table is not None
+            return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
+                               begin.commit_time_us // 1000, begin.xid, sequence=(self.last_commit_lsn, lsn))
+
+        if isinstance(message, pgoutput.Insert):
+            yield event("c", None, dict(zip(names, message.new)))
+        elif isinstance(message, pgoutput.Update):
+            after = dict(zip(names, message.new))
+            old = message.old if message.old is not None else message.old_key
+            before = dict(zip(names, old)) if old is not None else None
+            if before is not None and any(before.get(k) != after.get(k) for k in table.key_columns):
+                # A primary-key change: delete of the old key (then its tombstone), create of the new key.
+                yield event("d", before, None, 0)
+                yield event("c", None, after, 2)
+            else:
+                yield event("u", before if message.old is not None else None, after)
+        else:
+            old = message.old if message.old is not None else message.old_key
+            yield event("d", dict(zip(names, old)) if old is not None else None, None)
+
+    def _commit_end(self, begin: pgoutput.Begin) -> int:
+        # The commit record's end is not known until the Commit message; ordering needs only a value that
+        # sorts transactions by commit, and the commit record's start (final_lsn) does.
+        return begin.final_lsn
+
+
+def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size: int = 2000
+              ) -> Iterator[tuple[int, bytes]]:
+    """Stream (lsn, message) rows of the slot up to ``end`` through a server-side cursor."""
+    with conn.cursor(name="cdckit_peek") as cur:
+        cur.itersize = fetch_size
+        cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+                    "VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end), peek_options(options)))
+        for lsn_text, data in cur:
+            yield parse_lsn(str(lsn_text)), _as_bytes(data)
+    conn.commit()
+
+
+def _as_bytes(data: object) -> bytes:
+    if isinstance(data, (bytes, memoryview)):
+        return bytes(data)
+    text = str(data)
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    raise ValueError("unexpected bytea representation from the server")

@@ -1,0 +1,158 @@
+"""Publications and the logical replication slot: create, inspect, and acknowledge (advance)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import psycopg2
+from psycopg2 import sql
+from psycopg2.extensions import connection as Connection
+
+from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.errors import ReplicationSlotError, SourcePreconditionError
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    slot_name: str
+    plugin: str
+    database: str
+    active: bool
+    confirmed_flush_lsn: int
+    restart_lsn: int
+
+
+@dataclass
+class ExportedSlot:
+    """A slot just created with an exported snapshot; the snapshot lives while ``connection`` stays open."""
+
+    slot_name: str
+    consistent_point: int
+    snapshot_name: str
+    connection: Connection
+
+    def release(self) -> None:
+        """End the exported snapshot (closing the replication connection); the slot itself stays."""
+        self.connection.close()
+
+
+def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Sequence[TableInfo]) -> None:
+    """Create or check the publication per ``publication.autocreate.mode``; every captured table must be in it."""
+    name = options.get("publication.name", "dbz_publication")
+    mode = options.get("publication.autocreate.mode", "all_tables")
+    with conn.cursor() as cur:
+        cur.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
+        row = cur.fetchone()
+        table_list = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
+        try:
+            if row is None and mode == "disabled":
+                raise SourcePreconditionError(
+                    f"publication '{name}' does not exist and publication.autocreate.mode is disabled; create it "
+                    f"(CREATE PUBLICATION {name} FOR TABLE ...) or set publication.autocreate.mode=filtered")
+            if row is None and mode == "all_tables":
+                cur.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(name)))
+            elif row is None and mode == "filtered":
+                cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(name), table_list))
+            elif row is not None and mode == "filtered" and not row[0]:
+                cur.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), table_list))
+        except psycopg2.errors.InsufficientPrivilege as exc:
+            conn.rollback()
+            raise SourcePreconditionError(
+                f"user {options.get('database.user')!r} may not create or alter publication '{name}' "
+                f"({exc.pgerror.strip() if exc.pgerror else exc}); create it as a superuser or table owner, "
+                f"or grant the privileges listed in the README") from None
+        cur.execute("SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,))
+        published = {(str(s), str(t)) for s, t in cur.fetchall()}
+    conn.commit()
+    missing = [t.qualified_name for t in tables if (t.schema, t.name) not in published]
+    if missing:
+        raise SourcePreconditionError(
+            f"publication '{name}' does not include {', '.join(missing)}, so their changes would never arrive; "
+            f"add them (ALTER PUBLICATION {name} ADD TABLE ...) or set publication.autocreate.mode=filtered")
+
+
+def slot_status(conn: Connection, slot_name: str) -> SlotStatus | None:
+    with conn.cursor() as cur:
+        cur.execute("SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text "
+                    "FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
+        row = cur.fetchone()
+    conn.commit()
+    if row is None:
+        return None
+    plugin, database, active, confirmed, restart = row
+    return SlotStatus(slot_name, str(plugin), str(database), active in (True, "t", "true"),
+                      parse_lsn(confirmed) if confirmed else 0, parse_lsn(restart) if restart else 0)
+
+
+def check_slot(status: SlotStatus, options: Mapping[str, str]) -> None:
+    dbname = options["database.dbname"]
+    if status.database != dbname:
+        raise ReplicationSlotError(
+            f"replication slot '{status.slot_name}' belongs to database '{status.database}', not '{dbname}'; "
+            f"slot names are cluster-wide: choose another slot.name")
+    if status.plugin != options.get("plugin.name", "pgoutput"):
+        raise ReplicationSlotError(
+            f"replication slot '{status.slot_name}' uses plugin '{status.plugin}', not "
+            f"'{options.get('plugin.name', 'pgoutput')}'; choose another slot.name")
+
+
+def create_slot_exporting_snapshot(options: Mapping[str, str]) -> ExportedSlot:
+    """Create the slot over a replication connection and export its snapshot (kept until ``release()``)."""
+    slot_name = options.get("slot.name", "debezium")
+    conn = connect(options, replication=True, raw_text=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE_REPLICATION_SLOT {sql_identifier(slot_name)} LOGICAL "
+                        f"{options.get('plugin.name', 'pgoutput')} (SNAPSHOT 'export')")
+            row = cur.fetchone()
+    except psycopg2.Error as exc:
+        conn.close()
+        detail = (exc.pgerror or str(exc)).strip()
+        if "already exists" in detail:
+            raise ReplicationSlotError(f"replication slot '{slot_name}' already exists; another connector may "
+                                       f"own it: choose another slot.name") from None
+        if "permission denied" in detail or "must be superuser or replication role" in detail:
+            raise SourcePreconditionError(
+                f"user {options.get('database.user')!r} may not create replication slots ({detail}); "
+                f"ALTER ROLE {options.get('database.user')} WITH REPLICATION") from None
+        raise ReplicationSlotError(f"creating replication slot '{slot_name}' failed: {detail}") from None
+    assert row is not None
+    return ExportedSlot(slot_name, parse_lsn(str(row[1])), str(row[2]), conn)
+
+
+def create_slot(conn: Connection, options: Mapping[str, str]) -> int:
+    """Create the slot without a snapshot; returns its consistent point."""
+    slot_name = options.get("slot.name", "debezium")
+    with conn.cursor() as cur:
+        cur.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)",
+                    (slot_name, options.get("plugin.name", "pgoutput")))
+        row = cur.fetchone()
+    conn.commit()
+    assert row is not None
+    return parse_lsn(str(row[0]))
+
+
+def drop_slot(conn: Connection, slot_name: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+                    (slot_name,))
+    conn.commit()
+
+
+def advance_slot(conn: Connection, slot_name: str, lsn: int) -> bool:
+    """Confirm everything up to ``lsn`` as flushed so the server may release WAL; never moves backwards."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_replication_slot_advance(slot_name, %s::pg_lsn) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
+                    (format_lsn(lsn), slot_name, format_lsn(lsn)))
+        moved = cur.fetchone() is not None
+    conn.commit()
+    return moved
+
+
+def sql_identifier(name: str) -> str:
+    """Quote an identifier for the replication protocol's commands, which take no bind parameters."""
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,53 @@
+"""Every failure cdckit reports on purpose, one class per failure mode.
+
+Messages say what was wrong, where, and what to do. They never contain a password or other secret.
+The command line prints ``CdcKitError`` messages without a traceback and exits with status 2.
+"""
+
+from __future__ import annotations
+
+
+class CdcKitError(Exception):
+    """Base class: a problem the user can fix, with a message that says how."""
+
+
+class ConfigurationError(CdcKitError):
+    """One or more properties are missing, unknown or invalid; all problems are listed together."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"the connector configuration has {len(problems)} {noun}:\n{lines}")
+
+
+class SourceConnectionError(CdcKitError):
+    """The source database refused or could not be reached."""
+
+
+class SourcePreconditionError(CdcKitError):
+    """The source database is reachable but not set up for change data capture (wal_level, privileges...)."""
+
+
+class TableNotFoundError(CdcKitError):
+    """A table named in the configuration does not exist."""
+
+
+class MissingPrimaryKeyError(CdcKitError):
+    """A captured table has no primary key, so events would have no key."""
+
+
+class ReplicationSlotError(CdcKitError):
+    """The replication slot is missing, busy, or in a state that would lose data."""
+
+
+class SnapshotStateError(CdcKitError):
+    """The recorded snapshot state does not match the source (for example a slot without a finished snapshot)."""
+
+
+class DecodingError(CdcKitError):
+    """A change message from the source could not be decoded."""
+
+
+class UnsupportedTypeError(CdcKitError, ValueError):
+    """A column type has no mapping; the message names the column and how to exclude it."""

@@ -1,0 +1,378 @@
+"""Exact parsers for PostgreSQL text output (DateStyle ISO, IntervalStyle postgres, lc_monetary C).
+
+Pure functions, no floats in temporal arithmetic: dates are proleptic Gregorian day numbers (year 0 = 1 BC, as
+both PostgreSQL and java.time count), instants are integer microseconds since 1970-01-01T00:00:00Z.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from decimal import Decimal
+
+MICROS_PER_SECOND = 1_000_000
+MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
+# MicroDuration's month: 365.25 / 12 = 30.4375 days = 2_629_800 s exactly, so integer math is exact.
+MICROS_PER_AVG_MONTH = 2_629_800 * MICROS_PER_SECOND
+POSITIVE_INFINITY_TIMESTAMP = 9223372036825200000  # org.postgresql.PGStatement.DATE_POSITIVE_INFINITY
+NEGATIVE_INFINITY_TIMESTAMP = -9223372036832400000  # org.postgresql.PGStatement.DATE_NEGATIVE_INFINITY
+
+_DATE = re.compile(r"(\d{4,})-(\d{2})-(\d{2})")
+_TIME = r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"
+_OFFSET = r"([+-])(\d{2})(?::(\d{2}))?(?::(\d{2}))?"
+_TIME_RE = re.compile(_TIME)
+_TIMETZ_RE = re.compile(_TIME + _OFFSET)
+_TIMESTAMP_RE = re.compile(_DATE.pattern + "[ T]" + _TIME + "( BC)?")
+_TIMESTAMPTZ_RE = re.compile(_DATE.pattern + "[ T]" + _TIME + _OFFSET + "( BC)?")
+_DATE_RE = re.compile(_DATE.pattern + "( BC)?")
+_INTERVAL_UNIT = re.compile(r"([+-]?\d+) (year|mon|day)s?")
+_INTERVAL_TIME = re.compile(r"([+-])?(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+
+
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (astronomical year numbering)."""
+    y = year - (1 if month <= 2 else 0)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """Inverse of days_from_civil."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (1 if month <= 2 else 0), month, day
+
+
+def _days(year: str, month: str, day: str, bc: str | None) -> int:
+    y, m, d = int(year), int(month), int(day)
+    if bc:
+        y = 1 - y
+    if not 1 <= m <= 12 or not 1 <= d <= 31 or civil_from_days(days_from_civil(y, m, d)) != (y, m, d):
+        raise ValueError(f"invalid date {year}-{month}-{day}")
+    return days_from_civil(y, m, d)
+
+
+def _micros_of_day(hour: str, minute: str, second: str, fraction: str | None) -> int:
+    h, m, s = int(hour), int(minute), int(second)
+    micros = int((fraction or "").ljust(6, "0"))
+    total = ((h * 60 + m) * 60 + s) * MICROS_PER_SECOND + micros
+    if m > 59 or s > 59 or total > MICROS_PER_DAY:  # '24:00:00' is valid in PostgreSQL
+        raise ValueError(f"invalid time {hour}:{minute}:{second}")
+    return total
+
+
+def _offset_seconds(sign: str, hours: str, minutes: str | None, seconds: str | None) -> int:
+    total = int(hours) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)
+    return -total if sign == "-" else total
+
+
+def _match(pattern: re.Pattern[str], text: str, what: str) -> re.Match[str]:
+    match = pattern.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"cannot parse {what} value {text!r}")
+    return match
+
+
+def parse_date(text: str) -> int:
+    """'2024-02-29' / '0044-03-15 BC' -> days since epoch."""
+    g = _match(_DATE_RE, text, "date").groups()
+    return _days(g[0], g[1], g[2], g[3])
+
+
+def parse_time(text: str) -> int:
+    """'13:13:16.945104' -> microseconds past midnight ('24:00:00' -> 86_400_000_000)."""
+    g = _match(_TIME_RE, text, "time").groups()
+    return _micros_of_day(g[0], g[1], g[2], g[3])
+
+
+def parse_timestamp(text: str) -> int:
+    """'2018-06-20 13:13:16.945104' (read as UTC) -> microseconds since epoch."""
+    g = _match(_TIMESTAMP_RE, text, "timestamp").groups()
+    return _days(g[0], g[1], g[2], g[7]) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
+
+
+def parse_timestamptz(text: str) -> int:
+    """'2018-06-20 15:13:16.945104+02' -> microseconds since epoch (UTC instant)."""
+    g = _match(_TIMESTAMPTZ_RE, text, "timestamptz").groups()
+    local = _days(g[0], g[1], g[2], g[11]) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
+    return local - _offset_seconds(g[7], g[8], g[9], g[10]) * MICROS_PER_SECOND
+
+
+def parse_timetz(text: str) -> int:
+    """'10:15:30.123+02' -> microseconds past midnight UTC, wrapped into [0, 24h)."""
+    g = _match(_TIMETZ_RE, text, "timetz").groups()
+    local = _micros_of_day(g[0], g[1], g[2], g[3])
+    return (local - _offset_seconds(g[4], g[5], g[6], g[7]) * MICROS_PER_SECOND) % MICROS_PER_DAY
+
+
+def date_days(text: str) -> int:
+    if text.strip() in ("infinity", "-infinity"):
+        raise ValueError(f"date {text!r} has no io.debezium.time.Date representation")
+    return parse_date(text)
+
+
+def floor_millis(micros: int) -> int:
+    return micros // 1000  # floor, as java.time Instant.toEpochMilli()
+
+
+def time_millis(text: str) -> int:
+    return floor_millis(parse_time(text))
+
+
+def timestamp_converter(to_unit: Callable[[int], int]) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        stripped = text.strip()
+        if stripped == "infinity":
+            return POSITIVE_INFINITY_TIMESTAMP
+        if stripped == "-infinity":
+            return NEGATIVE_INFINITY_TIMESTAMP
+        return to_unit(parse_timestamp(stripped))
+
+    return convert
+
+
+def timestamptz_iso(text: str) -> str:
+    stripped = text.strip()
+    if stripped in ("infinity", "-infinity"):
+        return stripped
+    return format_iso_utc_timestamp(parse_timestamptz(stripped))
+
+
+def _fraction(micros: int) -> str:
+    return "" if micros == 0 else "." + f"{micros:06d}".rstrip("0")
+
+
+def _clock(micros_of_day: int) -> str:
+    seconds, micros = divmod(micros_of_day, MICROS_PER_SECOND)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{hour:02d}:{minute:02d}:{second:02d}{_fraction(micros)}"
+
+
+def format_iso_utc_time(micros_of_day: int) -> str:
+    """As java.time ISO_OFFSET_TIME prints an OffsetTime at UTC: '10:15:30.123Z'."""
+    return _clock(micros_of_day) + "Z"
+
+
+def format_iso_utc_timestamp(epoch_micros: int) -> str:
+    """As java.time ISO_OFFSET_DATE_TIME prints a UTC instant: '2018-06-20T13:13:16.945104Z', '-0043-03-15T...'."""
+    days, micros = divmod(epoch_micros, MICROS_PER_DAY)
+    year, month, day = civil_from_days(days)
+    if year > 9999:
+        year_text = f"+{year}"
+    elif year < 0:
+        year_text = f"-{-year:04d}"
+    else:
+        year_text = f"{year:04d}"
+    return f"{year_text}-{month:02d}-{day:02d}T{_clock(micros)}Z"
+
+
+def parse_interval(text: str) -> tuple[int, int, int]:
+    """IntervalStyle 'postgres' text -> (months, days, microseconds), each signed independently."""
+    rest = text.strip()
+    months = days = micros = 0
+    time_match = _INTERVAL_TIME.search(rest)
+    if time_match is not None:
+        sign, hours, minutes, seconds, fraction = time_match.groups()
+        micros = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * MICROS_PER_SECOND
+        micros += int((fraction or "").ljust(6, "0"))
+        micros = -micros if sign == "-" else micros
+        rest = rest[: time_match.start()] + rest[time_match.end():]
+    for amount, unit in _INTERVAL_UNIT.findall(rest):
+        if unit == "year":
+            months += 12 * int(amount)
+        elif unit == "mon":
+            months += int(amount)
+        else:
+            days += int(amount)
+    if _INTERVAL_UNIT.sub("", rest).strip():
+        raise ValueError(f"cannot parse interval value {text!r} (IntervalStyle must be 'postgres')")
+    return months, days, micros
+
+
+def interval_micros(text: str) -> int:
+    """io.debezium.time.MicroDuration: months count as 30.4375 days."""
+    months, days, micros = parse_interval(text)
+    return months * MICROS_PER_AVG_MONTH + days * MICROS_PER_DAY + micros
+
+
+def interval_iso(text: str) -> str:
+    """io.debezium.time.Interval: 'P1Y2M3DT4H5M6.78S' (every component printed, as Debezium does)."""
+    months, days, micros = parse_interval(text)
+    years = abs(months) // 12 * (-1 if months < 0 else 1)  # truncate toward zero, as PostgreSQL prints it
+    month = months - 12 * years
+    sign = -1 if micros < 0 else 1
+    hours, rem = divmod(abs(micros), 3600 * MICROS_PER_SECOND)
+    minutes, rem = divmod(rem, 60 * MICROS_PER_SECOND)
+    seconds = plain_decimal(sign * rem, 6)
+    return f"P{years}Y{month}M{days}DT{sign * hours}H{sign * minutes}M{seconds}S"
+
+
+def plain_decimal(unscaled: int, scale: int, strip: bool = True) -> str:
+    """unscaled * 10**-scale as a plain string; with strip, trailing fractional zeros are dropped."""
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    whole, frac = (digits[:-scale], digits[-scale:]) if scale > 0 else (digits, "")
+    if strip:
+        frac = frac.rstrip("0")
+    return ("-" if unscaled < 0 else "") + whole + ("." + frac if frac else "")
+
+
+def unscaled(value: Decimal, scale: int) -> int:
+    """Exact unscaled integer of a finite Decimal at the given scale (ROUND_HALF_UP if digits are dropped)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    coefficient = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    if shift >= 0:
+        result: int = coefficient * 10**shift
+    else:
+        quotient, remainder = divmod(coefficient, 10**-shift)
+        result = quotient + (1 if 2 * remainder >= 10**-shift else 0)
+    return -result if sign else result
+
+
+def variable_scale(value: Decimal) -> tuple[int, int]:
+    """(scale, unscaled) after BigDecimal.stripTrailingZeros(), negative scales clamped to 0 (as Debezium)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    coefficient = int("".join(map(str, digits)) or "0")
+    while exponent < 0 and coefficient % 10 == 0:
+        coefficient //= 10
+        exponent += 1
+    if exponent > 0:
+        coefficient *= 10**exponent
+        exponent = 0
+    return -exponent, -coefficient if sign else coefficient
+
+
+def twos_complement(value: int) -> bytes:
+    """Minimal big-endian two's-complement bytes, as java.math.BigInteger.toByteArray()."""
+    bits = value.bit_length() if value >= 0 else (~value).bit_length()
+    return value.to_bytes(bits // 8 + 1, "big", signed=True)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def parse_money(text: str) -> Decimal:
+    """'$1,234.56', '-$1.00', '($1.00)' (lc_monetary C) -> Decimal."""
+    raw = text.strip()
+    negative = raw.startswith("-") or (raw.startswith("(") and raw.endswith(")"))
+    cleaned = raw.strip("-()").replace("$", "").replace(",", "").strip()
+    value = Decimal(cleaned)
+    if not value.is_finite():
+        raise ValueError(f"cannot parse money value {text!r}")
+    return -value if negative else value
+
+
+def parse_bytea(text: str) -> bytes:
+    """bytea text output: hex format '\\x0a0b' or the legacy escape format."""
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] != "\\":
+            out += text[i].encode("utf-8")
+            i += 1
+        elif text[i + 1: i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        else:
+            out.append(int(text[i + 1: i + 4], 8))
+            i += 4
+    return bytes(out)
+
+
+BINARY_ENCODERS: dict[str, Callable[[bytes], str]] = {
+    "bytes": b64,  # JsonConverter writes bytes as standard base64
+    "base64": b64,
+    "base64-url-safe": lambda data: base64.urlsafe_b64encode(data).decode("ascii"),
+    "hex": lambda data: data.hex(),
+}
+
+
+def bits_little_endian(text: str) -> bytes:
+    """'101' -> bytes of BitSet(bit i = char len-1-i).toByteArray(): minimal little-endian (b'0000' -> b'')."""
+    number = int(text, 2)
+    return number.to_bytes((number.bit_length() + 7) // 8, "little")
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("t", "true", "1", "y", "yes", "on"):
+        return True
+    if lowered in ("f", "false", "0", "n", "no", "off"):
+        return False
+    raise ValueError(f"cannot parse boolean value {text!r}")
+
+
+def _quoted(text: str, i: int, terminators: str) -> tuple[str, bool, int]:
+    """Read one (possibly quoted, backslash-escaped) token from i; returns (token, was_quoted, next index)."""
+    chars: list[str] = []
+    if text[i] == '"':
+        i += 1
+        while text[i] != '"':
+            if text[i] == "\\":
+                i += 1
+            chars.append(text[i])
+            i += 1
+        return "".join(chars), True, i + 1
+    while i < len(text) and text[i] not in terminators:
+        if text[i] == "\\":
+            i += 1
+        chars.append(text[i])
+        i += 1
+    return "".join(chars).strip(), False, i
+
+
+def parse_array(text: str) -> list[str | None]:
+    """One-dimensional PostgreSQL array literal -> element texts (unquoted NULL -> None)."""
+    body = text.strip()
+    if body.startswith("["):  # non-default lower bound, e.g. '[0:1]={1,2}'
+        body = body.split("=", 1)[1]
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"cannot parse array value {text!r}")
+    if body[1:].lstrip().startswith("{"):
+        raise NotImplementedError("multi-dimensional array")
+    elements: list[str | None] = []
+    i = 1
+    while body[i:].strip() != "}":
+        while body[i] == " ":
+            i += 1
+        token, quoted, i = _quoted(body, i, ",}")
+        elements.append(None if not quoted and token.upper() == "NULL" else token)
+        while body[i] == " ":
+            i += 1
+        if body[i] == ",":
+            i += 1
+    return elements
+
+
+def parse_hstore(text: str) -> dict[str, str | None]:
+    """'"a"=>"1", "b"=>NULL' -> {'a': '1', 'b': None} (key order kept)."""
+    result: dict[str, str | None] = {}
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in " ,":
+            i += 1
+        if i >= n:
+            return result
+        key, _, i = _quoted(text, i, "=")
+        if text[i: i + 2] != "=>":
+            raise ValueError(f"cannot parse hstore value {text!r}")
+        i += 2
+        while text[i] == " ":
+            i += 1
+        value, quoted, i = _quoted(text, i, ",")
+        result[key] = None if not quoted and value.upper() == "NULL" else value

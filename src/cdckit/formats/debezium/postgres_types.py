@@ -1,0 +1,379 @@
+"""PostgreSQL / YugabyteDB column types -> Kafka Connect schemas and Debezium values (table-driven).
+
+INTERFACE CONTRACT (implemented below):
+
+    @dataclass(frozen=True)
+    class ColumnType:                 # what the postgres dialect knows of a column
+        name: str                     # column name
+        type_name: str                # pg_type.typname of the column's base type (domains already resolved),
+                                      # e.g. "int4", "numeric", "varchar", "timestamptz", "_int4" for int4[]
+        type_oid: int                 # OID of that base type
+        modifier: int = -1            # atttypmod as PostgreSQL reports it (-1 = none)
+        optional: bool = True         # not attnotnull
+        enum_values: tuple[str, ...] | None = None   # labels when the type is an enum
+
+    @dataclass(frozen=True)
+    class MappingSettings:
+        time_precision_mode: str = "adaptive"       # adaptive | adaptive_time_microseconds | connect
+        decimal_handling_mode: str = "precise"      # precise | double | string
+        binary_handling_mode: str = "bytes"         # bytes | base64 | base64-url-safe | hex
+        interval_handling_mode: str = "numeric"     # numeric | string
+        hstore_handling_mode: str = "json"          # json | map
+
+    @dataclass(frozen=True)
+    class MappedField:
+        schema: dict          # Kafka Connect JSON schema of the field, as JsonConverter writes it inside a struct's
+                              # "fields": {"type":..., "optional":..., ["name":..., "version":..., "parameters":...],
+                              # "field": <column name>}
+        convert: Callable[[str | None], Any]   # PostgreSQL *text output* of a value (as pgoutput sends it and as
+                                               # psycopg2 returns it uncast) -> the JSON-ready value
+                                               # JsonConverter would write (None stays None)
+
+    def map_column(column: ColumnType, settings: MappingSettings) -> MappedField
+    class UnsupportedTypeError(...)   # raised for a type with no mapping row
+
+Adding a type = adding a row to TYPE_REGISTRY: a TypeRow naming the MappingSettings attribute that selects the
+rule (or None) and one TypeRule (schema builder + converter factory) per mode. Array types ("_" + element typname)
+reuse the element's row. Text formats assumed: DateStyle ISO, IntervalStyle postgres, bytea_output hex,
+lc_monetary C.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+from cdckit import errors
+from cdckit.formats.debezium import pg_values as pv
+
+__all__ = [
+    "TYPE_REGISTRY", "ColumnType", "MappedField", "MappingSettings", "TypeRow", "TypeRule", "UnsupportedTypeError",
+    "map_column",
+]
+
+Schema = dict[str, Any]
+TextConverter = Callable[[str], Any]
+
+
+class UnsupportedTypeError(errors.UnsupportedTypeError):
+    """A column type (or value shape) without a mapping row."""
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    name: str
+    type_name: str
+    type_oid: int
+    modifier: int = -1
+    optional: bool = True
+    enum_values: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class MappingSettings:
+    time_precision_mode: str = "adaptive"
+    decimal_handling_mode: str = "precise"
+    binary_handling_mode: str = "bytes"
+    interval_handling_mode: str = "numeric"
+    hstore_handling_mode: str = "json"
+
+
+@dataclass(frozen=True)
+class MappedField:
+    schema: dict[str, Any]
+    convert: Callable[[str | None], Any]
+
+
+@dataclass(frozen=True)
+class TypeRule:
+    schema: Callable[[ColumnType], Schema]  # core schema: no "optional", no "field"
+    convert: Callable[[ColumnType], TextConverter]  # converter for non-NULL text
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    mode: str | None  # MappingSettings attribute choosing among rules; None -> the single rule under "*"
+    rules: Mapping[str, TypeRule]
+
+
+# JsonConverter.asJsonSchema writes keys in this order; "field" is appended by the enclosing struct.
+_KEY_ORDER = ("type", "items", "keys", "values", "fields", "optional", "name", "version", "doc", "parameters", "field")
+UNBOUNDED_VARBIT_LENGTH = 2147483647  # what pgjdbc reports as the length of varbit without a modifier
+
+
+def _core(type_: str, name: str | None = None, parameters: dict[str, str] | None = None, **extra: Any) -> Schema:
+    schema: Schema = {"type": type_, **extra}
+    if name is not None:
+        schema["name"] = name
+        schema["version"] = 1
+    if parameters is not None:
+        schema["parameters"] = parameters
+    return schema
+
+
+def _finish(core: Schema, optional: bool, field: str | None = None) -> Schema:
+    merged = {**core, "optional": optional}
+    if field is not None:
+        merged["field"] = field
+    return {key: merged[key] for key in _KEY_ORDER if key in merged}
+
+
+def _fixed(type_: str, name: str | None = None) -> Callable[[ColumnType], Schema]:
+    return lambda _column: _core(type_, name)
+
+
+def _always(convert: TextConverter) -> Callable[[ColumnType], TextConverter]:
+    return lambda _column: convert
+
+
+def _one(schema: Callable[[ColumnType], Schema], convert: TextConverter) -> TypeRow:
+    return TypeRow(None, {"*": TypeRule(schema, _always(convert))})
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+# ---- modifiers (atttypmod) ------------------------------------------------------------------------------------------
+
+
+def _numeric_typmod(column: ColumnType) -> tuple[int, int] | None:
+    """(precision, scale) of numeric(p, s); scale may be negative (PostgreSQL 15+)."""
+    if column.modifier < 4:
+        return None
+    packed = column.modifier - 4
+    scale = packed & 0x7FF
+    return (packed >> 16) & 0xFFFF, scale - 0x800 if scale & 0x400 else scale
+
+
+def _time_precision(column: ColumnType) -> int:
+    return column.modifier if column.modifier >= 0 else 6
+
+
+def _bit_length(column: ColumnType) -> int:
+    if column.modifier >= 0:
+        return column.modifier
+    return 1 if column.type_name == "bit" else UNBOUNDED_VARBIT_LENGTH
+
+
+# ---- numeric / money ------------------------------------------------------------------------------------------------
+
+
+def _decimal_bytes(value: Decimal, scale: int) -> str:
+    return pv.b64(pv.twos_complement(pv.unscaled(value, scale)))
+
+
+def _numeric_precise_schema(column: ColumnType) -> Schema:
+    typmod = _numeric_typmod(column)
+    if typmod is None:
+        fields = [_finish(_core("int32"), False, "scale"), _finish(_core("bytes"), False, "value")]
+        return {**_core("struct", "io.debezium.data.VariableScaleDecimal", fields=fields), "doc": "Variable scaled decimal"}
+    precision, scale = typmod
+    params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    return _core("bytes", "org.apache.kafka.connect.data.Decimal", params)
+
+
+def _numeric_precise_convert(column: ColumnType) -> TextConverter:
+    typmod = _numeric_typmod(column)
+
+    def convert(text: str) -> Any:
+        value = Decimal(text.strip())
+        if not value.is_finite():  # NaN / +-Infinity have no Decimal representation
+            return None
+        if typmod is not None:
+            return _decimal_bytes(value, typmod[1])
+        scale, unscaled = pv.variable_scale(value)
+        return {"scale": scale, "value": pv.b64(pv.twos_complement(unscaled))}
+
+    return convert
+
+
+def _money_precise(text: str) -> str:
+    return _decimal_bytes(pv.parse_money(text), 2)
+
+
+def _money_string(text: str) -> str:
+    return pv.plain_decimal(pv.unscaled(pv.parse_money(text), 2), 2, strip=False)
+
+
+_NUMERIC_ROW = TypeRow("decimal_handling_mode", {
+    "precise": TypeRule(_numeric_precise_schema, _numeric_precise_convert),
+    "double": TypeRule(_fixed("double"), _always(float)),
+    "string": TypeRule(_fixed("string"), _always(str.strip)),
+})
+_MONEY_ROW = TypeRow("decimal_handling_mode", {
+    "precise": TypeRule(lambda _c: _core("bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "2"}),
+                        _always(_money_precise)),
+    "double": TypeRule(_fixed("double"), _always(lambda text: float(pv.parse_money(text)))),
+    "string": TypeRule(_fixed("string"), _always(_money_string)),
+})
+
+# ---- temporal -------------------------------------------------------------------------------------------------------
+
+
+def _adaptive(millis: TypeRule, micros: TypeRule) -> TypeRule:
+    def pick(column: ColumnType) -> TypeRule:
+        return millis if _time_precision(column) <= 3 else micros
+
+    return TypeRule(lambda c: pick(c).schema(c), lambda c: pick(c).convert(c))
+
+
+_DEBEZIUM_DATE = TypeRule(_fixed("int32", "io.debezium.time.Date"), _always(pv.date_days))
+_TIME_MILLIS = TypeRule(_fixed("int32", "io.debezium.time.Time"), _always(pv.time_millis))
+_MICRO_TIME = TypeRule(_fixed("int64", "io.debezium.time.MicroTime"), _always(pv.parse_time))
+_TIMESTAMP_MILLIS = TypeRule(_fixed("int64", "io.debezium.time.Timestamp"), _always(pv.timestamp_converter(pv.floor_millis)))
+_MICRO_TIMESTAMP = TypeRule(_fixed("int64", "io.debezium.time.MicroTimestamp"), _always(pv.timestamp_converter(int)))
+_ADAPTIVE_TIMESTAMP = _adaptive(_TIMESTAMP_MILLIS, _MICRO_TIMESTAMP)
+
+_DATE_ROW = TypeRow("time_precision_mode", {
+    "adaptive": _DEBEZIUM_DATE,
+    "adaptive_time_microseconds": _DEBEZIUM_DATE,
+    "connect": TypeRule(_fixed("int32", "org.apache.kafka.connect.data.Date"), _always(pv.date_days)),
+})
+_TIME_ROW = TypeRow("time_precision_mode", {
+    "adaptive": _adaptive(_TIME_MILLIS, _MICRO_TIME),
+    "adaptive_time_microseconds": _MICRO_TIME,
+    "connect": TypeRule(_fixed("int32", "org.apache.kafka.connect.data.Time"), _always(pv.time_millis)),
+})
+_TIMESTAMP_ROW = TypeRow("time_precision_mode", {
+    "adaptive": _ADAPTIVE_TIMESTAMP,
+    "adaptive_time_microseconds": _ADAPTIVE_TIMESTAMP,
+    "connect": TypeRule(_fixed("int64", "org.apache.kafka.connect.data.Timestamp"), _always(pv.timestamp_converter(pv.floor_millis))),
+})
+_INTERVAL_ROW = TypeRow("interval_handling_mode", {
+    "numeric": TypeRule(_fixed("int64", "io.debezium.time.MicroDuration"), _always(pv.interval_micros)),
+    "string": TypeRule(_fixed("string", "io.debezium.time.Interval"), _always(pv.interval_iso)),
+})
+
+# ---- binary, bits, hstore -------------------------------------------------------------------------------------------
+
+
+def _bytea_rule(mode: str) -> TypeRule:
+    encode = pv.BINARY_ENCODERS[mode]
+    return TypeRule(_fixed("bytes" if mode == "bytes" else "string"), _always(lambda text: encode(pv.parse_bytea(text))))
+
+
+def _bits_schema(column: ColumnType) -> Schema:
+    length = _bit_length(column)
+    if length <= 1:
+        return _core("boolean")
+    return _core("bytes", "io.debezium.data.Bits", {"length": str(length)})
+
+
+def _bits_convert(column: ColumnType) -> TextConverter:
+    if _bit_length(column) <= 1:
+        return lambda text: int(text, 2) != 0
+    return lambda text: pv.b64(pv.bits_little_endian(text))
+
+
+def _hstore_json(text: str) -> str:
+    return json.dumps(pv.parse_hstore(text), ensure_ascii=False, separators=(",", ":"))
+
+
+_HSTORE_MAP = _core("map", keys={"type": "string", "optional": False}, values={"type": "string", "optional": True})
+_STRING_ROW = _one(_fixed("string"), _identity)
+
+TYPE_REGISTRY: dict[str, TypeRow] = {
+    "bool": _one(_fixed("boolean"), pv.parse_bool),
+    "int2": _one(_fixed("int16"), int),
+    "int4": _one(_fixed("int32"), int),
+    "int8": _one(_fixed("int64"), int),
+    "oid": _one(_fixed("int64"), int),
+    "float4": _one(_fixed("float"), float),
+    "float8": _one(_fixed("double"), float),
+    "numeric": _NUMERIC_ROW,
+    "decimal": _NUMERIC_ROW,
+    "money": _MONEY_ROW,
+    **{name: _STRING_ROW for name in ("char", "bpchar", "varchar", "text", "name", "citext")},
+    **{name: _STRING_ROW for name in ("inet", "cidr", "macaddr", "macaddr8")},
+    "bytea": TypeRow("binary_handling_mode", {mode: _bytea_rule(mode) for mode in pv.BINARY_ENCODERS}),
+    "date": _DATE_ROW,
+    "time": _TIME_ROW,
+    "timestamp": _TIMESTAMP_ROW,
+    "timestamptz": _one(_fixed("string", "io.debezium.time.ZonedTimestamp"), pv.timestamptz_iso),
+    "timetz": _one(_fixed("string", "io.debezium.time.ZonedTime"),
+                   lambda text: pv.format_iso_utc_time(pv.parse_timetz(text))),
+    "interval": _INTERVAL_ROW,
+    "uuid": _one(_fixed("string", "io.debezium.data.Uuid"), _identity),
+    "json": _one(_fixed("string", "io.debezium.data.Json"), _identity),
+    "jsonb": _one(_fixed("string", "io.debezium.data.Json"), _identity),
+    "xml": _one(_fixed("string", "io.debezium.data.Xml"), _identity),
+    "bit": TypeRow(None, {"*": TypeRule(_bits_schema, _bits_convert)}),
+    "varbit": TypeRow(None, {"*": TypeRule(_bits_schema, _bits_convert)}),
+    "hstore": TypeRow("hstore_handling_mode", {
+        "json": TypeRule(_fixed("string", "io.debezium.data.Json"), _always(_hstore_json)),
+        "map": TypeRule(lambda _c: dict(_HSTORE_MAP), _always(pv.parse_hstore)),
+    }),
+}
+
+# Element types Debezium has no array schema for (PostgresValueConverter returns null for these arrays).
+_NO_ARRAY_FORM = frozenset({"money", "name", "interval", "bit", "varbit", "xml", "point"})
+
+# ---- resolution -----------------------------------------------------------------------------------------------------
+
+
+def _unsupported(column: ColumnType, detail: str = "") -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"column '{column.name}': PostgreSQL type '{column.type_name}' (oid {column.type_oid}){detail} "
+        "is not supported yet; exclude the column with column.exclude.list"
+    )
+
+
+def _enum_rule(values: tuple[str, ...]) -> TypeRule:
+    return TypeRule(lambda _c: _core("string", "io.debezium.data.Enum", {"allowed": ",".join(values)}),
+                    _always(_identity))
+
+
+def _scalar_rule(column: ColumnType, type_name: str, settings: MappingSettings) -> TypeRule:
+    row = TYPE_REGISTRY.get(type_name)
+    if row is None:
+        raise _unsupported(column)
+    if row.mode is None:
+        return row.rules["*"]
+    mode = str(getattr(settings, row.mode))
+    if mode not in row.rules:
+        raise ValueError(f"unknown {row.mode} {mode!r}; expected one of {', '.join(row.rules)}")
+    return row.rules[mode]
+
+
+def _array_rule(column: ColumnType, settings: MappingSettings) -> TypeRule:
+    element_type = column.type_name[1:]
+    if column.enum_values is not None:
+        element = _enum_rule(column.enum_values)
+        items_optional = False  # Debezium builds enum array items without .optional()
+    elif element_type in _NO_ARRAY_FORM:
+        raise _unsupported(column, " (array of an unsupported element type)")
+    else:
+        element = _scalar_rule(column, element_type, settings)
+        items_optional = True
+    element_column = replace(column, name=f"{column.name}-element", type_name=element_type, optional=True)
+    items = _finish(element.schema(element_column), items_optional)
+    convert_element = element.convert(element_column)
+
+    def convert(text: str) -> list[Any]:
+        try:
+            elements = pv.parse_array(text)
+        except NotImplementedError:
+            raise _unsupported(column, " with a multi-dimensional array value") from None
+        return [None if item is None else convert_element(item) for item in elements]
+
+    return TypeRule(lambda _c: _core("array", items=items), _always(convert))
+
+
+def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
+    """Kafka Connect field schema and text-value converter for one column (UnsupportedTypeError if unmapped)."""
+    if column.type_name.startswith("_"):
+        rule = _array_rule(column, settings)
+    elif column.enum_values is not None:
+        rule = _enum_rule(column.enum_values)
+    else:
+        rule = _scalar_rule(column, column.type_name, settings)
+    convert_text = rule.convert(column)
+
+    def convert(value: str | None) -> Any:
+        return None if value is None else convert_text(value)
+
+    return MappedField(schema=_finish(rule.schema(column), column.optional, column.name), convert=convert)

@@ -1,0 +1,1 @@
+"""The Spark side: data sources for snapshots and changes, and the sinks."""

@@ -1,0 +1,147 @@
+"""Spark streaming data source over a PostgreSQL logical replication slot (pgoutput).
+
+Offsets are ``{"lsn": "X/Y"}``: the end of the last commit record a batch includes, stored in the Spark
+checkpoint. ``latestOffset`` admits whole transactions up to ``max.batch.size`` changes; ``read`` decodes
+the batch's transactions on an executor; ``commit(end)`` confirms ``end`` to the slot, so the server
+releases WAL only after Spark has committed the batch. Spark asks for the next offsets only once every
+batch up to ``start`` is committed, so ``latestOffset`` confirms ``start`` as well: after a restart the
+last batch of the previous run is acknowledged before anything else is read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from psycopg2.extensions import connection as Connection
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from cdckit.dialect.postgres import pgoutput
+from cdckit.dialect.postgres.catalog import TableInfo, load_table, select_tables
+from cdckit.dialect.postgres.changes import (
+    ChangeDecoder,
+    current_flush_lsn,
+    emit_heartbeat,
+    peek_rows,
+    pending_changes,
+)
+from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.replication import advance_slot, slot_status
+from cdckit.errors import ReplicationSlotError
+from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, event_rows, option_bool
+
+
+class LsnRange(InputPartition):
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.start = start
+        self.end = end
+
+
+class PostgresChangeDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "cdckit_postgres_changes"
+
+    def schema(self) -> str:
+        return EVENT_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return PostgresChangeStreamReader(dict(self.options))
+
+
+class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.slot_name = options.get("slot.name", "debezium")
+        self.max_batch_size = int(options.get("max.batch.size", "2048"))
+        self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
+        self._conn: Connection | None = None
+        self._available_now_target: int | None = None
+        self._last_progress = time.monotonic()
+
+    # -- driver side ---------------------------------------------------------------------------------
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.options)
+        return self._conn
+
+    def initialOffset(self) -> dict[str, Any]:
+        status = slot_status(self._connection(), self.slot_name)
+        if status is None:
+            raise ReplicationSlotError(
+                f"replication slot '{self.slot_name}' does not exist; run `cdckit snapshot` (or `cdckit stream` "
+                f"with snapshot.mode=no_data) to create it")
+        return {"lsn": format_lsn(status.confirmed_flush_lsn)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_batch_size)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now_target = current_flush_lsn(self._connection())
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        conn = self._connection()
+        start_lsn = parse_lsn(start["lsn"])
+        advance_slot(conn, self.slot_name, start_lsn)
+        max_events = self.max_batch_size
+        if isinstance(limit, ReadMaxRows):
+            max_events = limit.max_rows
+        elif isinstance(limit, ReadAllAvailable):
+            max_events = 1 << 40
+        pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target)
+        if pending.end_lsn is not None:
+            self._last_progress = time.monotonic()
+            return {"lsn": format_lsn(pending.end_lsn)}
+        if (self.heartbeat_ms > 0 and self._available_now_target is None
+                and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
+            emit_heartbeat(conn, self.slot_name)  # picked up, and confirmed, by the next batch
+            self._last_progress = time.monotonic()
+        return start
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]))]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        advance_slot(self._connection(), self.slot_name, parse_lsn(end["lsn"]))
+
+    def stop(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+
+    # -- executor side -------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+        assert isinstance(partition, LsnRange)
+        options = self.options
+        settings = format_settings(options)
+        tombstones = option_bool(options, "tombstones.on.delete", True)
+        skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+        conn = connect(options)
+        formats: dict[tuple[str, str], TableFormat] = {}
+
+        def table_for(relation: pgoutput.Relation) -> TableInfo | None:
+            if not select_tables([(relation.namespace, relation.name)], options):
+                return None
+            table = load_table(conn, relation.namespace, relation.name, options)
+            formats[(table.schema, table.name)] = TableFormat(table, settings)
+            return table
+
+        decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)
+        hb_topic = heartbeat_topic(options["topic.prefix"], options.get("topic.heartbeat.prefix",
+                                                                         "__debezium-heartbeat"))
+        try:
+            for lsn, data in peek_rows(conn, options, partition.end):
+                for event in decoder.feed(lsn, data):
+                    if event.op == "hb":
+                        key, value = heartbeat_messages(settings, event.source_ts_ms)
+                        yield (hb_topic, key, value, [], None, "hb", event.position.commit_lsn, event.position.lsn,
+                               0, event.source_ts_ms)
+                    elif event.op not in skipped:
+                        yield from event_rows(event, formats[(event.schema, event.table)], tombstones)
+        finally:
+            conn.close()

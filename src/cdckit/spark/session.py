@@ -1,0 +1,36 @@
+"""The SparkSession cdckit runs in: the one spark-submit provides, or a local one for the command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
+from cdckit.spark.postgres_stream import PostgresChangeDataSource
+
+DEFAULT_LOCAL_MASTER = "local[2]"
+
+
+def get_spark(extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered."""
+    # Spark's Python workers must use this interpreter (and so this virtualenv's packages).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("cdckit")
+    if not SparkConf().contains("spark.master"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
+        builder = builder.config("spark.sql.shuffle.partitions", "4")
+        builder = builder.config("spark.ui.enabled", "false")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("CDCKIT_SPARK_LOG_LEVEL", "WARN"))
+    spark.dataSource.register(PostgresSnapshotDataSource)
+    spark.dataSource.register(PostgresChangeDataSource)
+    return spark

@@ -1,0 +1,119 @@
+"""Sinks for event rows: JSON Lines files (one folder per topic) and the console.
+
+Files layout (``cdckit.output.path``)::
+
+    <output>/<topic>/snapshot-00003.jsonl      rows of snapshot partition 3
+    <output>/<topic>/stream-000000000012.jsonl  events of micro-batch 12, in position order
+
+Each line is one Kafka record: ``{"topic": ..., "key": <key JSON>, "value": <value JSON or null>,
+"headers": [...]}``. Files are written to a temporary name and renamed, and a replayed batch
+rewrites the same file, so a restart never leaves partial or duplicate files behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, Row
+
+POSITION_ORDER = ("topic", "commit_lsn", "lsn", "serial")
+WriteSummary = dict[str, int]
+
+
+def record_line(row: Row) -> str:
+    headers = [{"key": h["key"], "value": base64.b64encode(h["value"]).decode() if h["value"] is not None else None}
+               for h in (row["headers"] or [])]
+    header_text = "[" + ",".join(
+        '{"key":' + _json_string(h["key"]) + ',"value":' + (_json_string(h["value"]) if h["value"] else "null") + "}"
+        for h in headers) + "]"
+    return ('{"topic":' + _json_string(row["topic"]) + ',"key":' + (row["key"] or "null") + ',"value":'
+            + (row["value"] if row["value"] is not None else "null") + ',"headers":' + header_text + "}")
+
+
+def _json_string(text: str) -> str:
+    import orjson
+
+    return orjson.dumps(text).decode("utf-8")
+
+
+def _file_writer(output: str, label: str, per_partition: bool) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
+    def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
+        suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
+        handles: dict[str, tuple[IO[str], Path, Path]] = {}
+        counts: Counter[str] = Counter()
+        try:
+            for row in rows:
+                topic = row["topic"]
+                if topic not in handles:
+                    folder = Path(output) / topic
+                    folder.mkdir(parents=True, exist_ok=True)
+                    final = folder / f"{label}{suffix}.jsonl"
+                    temporary = folder / f".{label}{suffix}.jsonl.tmp"
+                    handles[topic] = (temporary.open("w", encoding="utf-8"), temporary, final)
+                handles[topic][0].write(record_line(row) + "\n")
+                counts[topic] += 1
+            for handle, temporary, final in handles.values():
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
+                os.replace(temporary, final)
+        finally:
+            for handle, temporary, _ in handles.values():
+                if not handle.closed:
+                    handle.close()
+                    temporary.unlink(missing_ok=True)
+        yield from counts.items()
+
+    return write
+
+
+def _console_writer(label: str) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
+    def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
+        counts: Counter[str] = Counter()
+        for row in rows:
+            print(f"[{label}] {record_line(row)}", flush=True)
+            counts[row["topic"]] += 1
+        yield from counts.items()
+
+    return write
+
+
+def _summarize(pairs: Iterable[tuple[str, int]]) -> WriteSummary:
+    summary: Counter[str] = Counter()
+    for topic, count in pairs:
+        summary[topic] += count
+    return dict(sorted(summary.items()))
+
+
+def write_snapshot(df: DataFrame, sink: str, output: str) -> WriteSummary:
+    """Write snapshot rows partition by partition (no shuffle); returns rows per topic."""
+    writer = _file_writer(output, "snapshot", per_partition=True) if sink == "files" else _console_writer("snapshot")
+    return _summarize(df.rdd.mapPartitions(writer).collect())
+
+
+def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str) -> WriteSummary:
+    """Write one micro-batch: all records of a topic in one file, in position order; returns rows per topic."""
+    label = f"stream-{batch_id:012d}"
+    ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
+    writer = _file_writer(output, label, per_partition=False) if sink == "files" else _console_writer(label)
+    return _summarize(ordered.rdd.mapPartitions(writer).collect())
+
+
+def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
+    """Read back one topic's records in order (snapshot files first, then stream batches)."""
+    import orjson
+
+    folder = Path(output) / topic
+    if not folder.exists():
+        return
+    files = sorted(folder.glob("snapshot-*.jsonl")) + sorted(folder.glob("stream-*.jsonl"))
+    for path in files:
+        with path.open("rb") as handle:
+            for line in handle:
+                yield orjson.loads(line)
