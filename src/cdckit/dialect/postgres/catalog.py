@@ -101,8 +101,8 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
     if not chosen:
         raise TableNotFoundError(f"no table in database '{dbname}' matches the include/exclude lists; "
                                  f"check table.include.list and schema.include.list")
+    # No commit here: callers may be reading inside an exported snapshot's transaction.
     tables = [load_table(conn, schema, table, options) for schema, table in chosen]
-    conn.commit()
     keyless = [t.qualified_name for t in tables if not t.key_columns]
     if keyless:
         raise MissingPrimaryKeyError(

@@ -1,0 +1,47 @@
+"""Shared fixtures: one embedded PostgreSQL and one local SparkSession for the whole run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from cdckit.lab.embedded_postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "server", password="s3cret-pw")
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(scope="session")
+def spark() -> object:
+    from cdckit.spark.session import get_spark
+
+    return get_spark({"spark.sql.shuffle.partitions": "2"})
+
+
+@pytest.fixture
+def database(postgres: object) -> str:
+    """A fresh database for one test."""
+    name = f"t{os.getpid()}_{next(_counter)}"
+    postgres.create_database(name)  # type: ignore[attr-defined]
+    return name
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
