@@ -52,13 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args, console)
     except CdcKitError as exc:
-        console.print(f"[red]cdckit: error:[/] {exc}", markup=True, highlight=False)
+        console.print(f"[red]cdckit: error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
     except Exception as exc:  # a failure inside Spark carries cdckit's message in its text
         wrapped = explain_failure(exc)
         if wrapped is None:
             raise
-        console.print(f"[red]cdckit: error:[/] {wrapped}", markup=True, highlight=False)
+        console.print(f"[red]cdckit: error:[/] {wrapped}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
 
 
@@ -88,9 +88,10 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         for key, value in sorted(config.redacted().items()):
             console.print(f"{key}={value}", highlight=False, markup=False)
         return 0
-    from cdckit.pipeline import run_snapshot, run_stream
+    from cdckit.pipeline import prepare_source, run_snapshot, run_stream
     from cdckit.spark.session import get_spark
 
+    prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
     spark = get_spark()
     if args.command == "snapshot":
         report = run_snapshot(spark, config, data=config.str("snapshot.mode") != "no_data")

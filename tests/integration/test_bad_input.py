@@ -1,0 +1,102 @@
+"""Bad input gets one clear message naming the problem and the fix: no traceback, no secret, exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import execute, make_config
+
+from cdckit.cli import main
+from cdckit.lab.embedded_postgres import EmbeddedPostgres
+
+pytestmark = [pytest.mark.postgres]
+
+
+def _write_config(workdir: Path, properties: dict[str, str]) -> Path:
+    path = workdir / "connector.json"
+    path.write_text(json.dumps({"name": "bad", "config": properties}))
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return status, " ".join((captured.out + captured.err).split())
+
+
+def _properties(postgres: Any, database: str, workdir: Path, **overrides: str) -> dict[str, str]:
+    return make_config(postgres, database, workdir, **overrides).as_properties(include_secrets=True)
+
+
+def test_table_without_primary_key_is_refused_with_the_fix(postgres: Any, database: str, workdir: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    execute(postgres.dsn(database), "CREATE TABLE public.events (happened_at timestamptz, what text)")
+    status, output = _run(capsys, "snapshot", str(_write_config(workdir, _properties(postgres, database, workdir))))
+    assert status == 2
+    assert f"table public.events in database '{database}' has no primary key" in output
+    assert "ADD PRIMARY KEY" in output and "table.exclude.list" in output
+    assert "Traceback" not in output
+
+
+def test_missing_table_is_named(postgres: Any, database: str, workdir: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    execute(postgres.dsn(database), "CREATE TABLE public.present (id integer PRIMARY KEY)")
+    properties = _properties(postgres, database, workdir, **{"table.include.list": "public.present,public.absent"})
+    status, output = _run(capsys, "stream", str(_write_config(workdir, properties)))
+    assert status == 2
+    assert "table.include.list entry 'public.absent' matches no table" in output
+
+
+def test_wrong_password_is_reported_without_the_password(postgres: Any, database: str, workdir: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    properties = _properties(postgres, database, workdir, **{"database.password": "not-the-password-42"})
+    status, output = _run(capsys, "snapshot", str(_write_config(workdir, properties)))
+    assert status == 2
+    assert "refused user 'postgres': password authentication failed" in output
+    assert "check database.user and database.password" in output
+    assert "not-the-password-42" not in output
+
+
+def test_unreachable_server_names_host_and_port(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cdckit.lab.embedded_postgres import free_port
+
+    port = free_port()
+    properties = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                  "database.hostname": "127.0.0.1", "database.port": str(port), "database.user": "u",
+                  "database.password": "p", "database.dbname": "d", "topic.prefix": "x"}
+    status, output = _run(capsys, "snapshot", str(_write_config(workdir, properties)))
+    assert status == 2
+    assert f"cannot reach a database server at 127.0.0.1:{port}" in output
+    assert "check database.hostname and database.port" in output
+
+
+def test_wal_level_not_logical_says_how_to_enable_it(tmp_path: Path, workdir: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    server = EmbeddedPostgres(tmp_path / "replica-level", wal_level="replica").start()
+    try:
+        execute(server.dsn("postgres"), "CREATE TABLE public.t (id integer PRIMARY KEY)")
+        status, output = _run(capsys, "snapshot",
+                              str(_write_config(workdir, _properties(server, "postgres", workdir))))
+    finally:
+        server.destroy()
+    assert status == 2
+    assert "wal_level is 'replica'" in output
+    assert "ALTER SYSTEM SET wal_level = logical" in output
+
+
+def test_unknown_and_invalid_properties_are_reported_together(workdir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    properties = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                  "database.hostnme": "db", "database.port": "five", "database.user": "u",
+                  "database.password": "hunter2-secret", "database.dbname": "d", "snapshot.mode": "sometimes"}
+    status, output = _run(capsys, "validate", str(_write_config(workdir, properties)))
+    assert status == 2
+    assert "unknown property database.hostnme; did you mean database.hostname?" in output
+    assert "database.port='five' is not a whole number" in output
+    assert "snapshot.mode='sometimes' is not one of: initial, initial_only, never, no_data" in output
+    assert "database.hostname is required" in output and "topic.prefix is required" in output
+    assert "5 problems" in output
+    assert "hunter2-secret" not in output
