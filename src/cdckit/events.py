@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
 class _Unavailable:
     """Marker for a value the source did not send (an unchanged TOASTed column)."""
 

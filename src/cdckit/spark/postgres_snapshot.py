@@ -55,8 +55,10 @@ class PostgresSnapshotReader(DataSourceReader):
                 cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
                 tx_id = int(cur.fetchone()[0])
             tables = discover_tables(conn, self.options)
-            chunks = plan_chunks(conn, tables, int(self.options.get("cdckit.snapshot.chunk.rows", "50000")),
-                                 ctid_ranges=not self.options.get("connector.class", "").endswith("YugabyteDBConnector"))
+            # YugabyteDB has no meaningful ctid ranges: tables without an integer key are read whole there.
+            yugabyte = self.options.get("connector.class", "").endswith("YugabyteDBConnector")
+            chunk_rows = int(self.options.get("cdckit.snapshot.chunk.rows", "50000"))
+            chunks = plan_chunks(conn, tables, chunk_rows, ctid_ranges=not yugabyte)
             conn.rollback()
         finally:
             conn.close()

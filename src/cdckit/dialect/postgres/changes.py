@@ -156,11 +156,11 @@ class ChangeDecoder:
                                begin.commit_time_us // 1000, begin.xid, sequence=(self.last_commit_lsn, lsn))
 
         if isinstance(message, pgoutput.Insert):
-            yield event("c", None, dict(zip(names, message.new)))
+            yield event("c", None, dict(zip(names, message.new, strict=True)))
         elif isinstance(message, pgoutput.Update):
-            after = dict(zip(names, message.new))
+            after = dict(zip(names, message.new, strict=True))
             old = message.old if message.old is not None else message.old_key
-            before = dict(zip(names, old)) if old is not None else None
+            before = dict(zip(names, old, strict=True)) if old is not None else None
             if before is not None and any(before.get(k) != after.get(k) for k in table.key_columns):
                 # A primary-key change: delete of the old key (then its tombstone), create of the new key.
                 yield event("d", before, None, 0)
@@ -169,7 +169,7 @@ class ChangeDecoder:
                 yield event("u", before if message.old is not None else None, after)
         else:
             old = message.old if message.old is not None else message.old_key
-            yield event("d", dict(zip(names, old)) if old is not None else None, None)
+            yield event("d", dict(zip(names, old, strict=True)) if old is not None else None, None)
 
     def _commit_end(self, begin: pgoutput.Begin) -> int:
         # The commit record's end is not known until the Commit message; ordering needs only a value that

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
+_LSN = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")
+
 
 def parse_lsn(text: str) -> int:
     """``parse_lsn("0/16B3748") == 23803720``."""
-    high, _, low = text.partition("/")
-    if not _ or not high or not low:
-        raise ValueError(f"{text!r} is not a PostgreSQL LSN (expected the form 'X/Y' in hexadecimal)")
-    return (int(high, 16) << 32) | int(low, 16)
+    match = _LSN.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a PostgreSQL LSN (expected the form 'X/Y', two hexadecimal numbers of "
+                         f"at most 8 digits)")
+    return (int(match.group(1), 16) << 32) | int(match.group(2), 16)
 
 
 def format_lsn(value: int) -> str:

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdckit.errors import DecodingError
@@ -142,6 +143,14 @@ class _Reader:
         self.pos += 8
         return int(value)
 
+    def take(self, length: int) -> bytes:
+        if length < 0 or self.pos + length > len(self.data):
+            raise DecodingError(f"a value announces {length} bytes but the message ends after "
+                                f"{len(self.data) - self.pos}")
+        raw = self.data[self.pos:self.pos + length]
+        self.pos += length
+        return raw
+
     def string(self) -> str:
         end = self.data.index(b"\x00", self.pos)
         value = self.data[self.pos:end].decode("utf-8")
@@ -158,9 +167,7 @@ class _Reader:
             elif kind == "u":
                 values.append(UNAVAILABLE)
             elif kind in ("t", "b"):
-                length = self.int32()
-                raw = self.data[self.pos:self.pos + length]
-                self.pos += length
+                raw = self.take(self.int32())
                 values.append(raw.decode("utf-8") if kind == "t" else bytes(raw))
             else:
                 raise DecodingError(f"pgoutput tuple column kind {kind!r} is unknown")
@@ -175,7 +182,10 @@ def decode_message(data: bytes | memoryview) -> Message:
     kind = chr(raw[0])
     reader = _Reader(raw)
     try:
-        return _DECODERS[kind](reader) if kind in _DECODERS else Other(kind)
+        decoder = _DECODERS.get(kind)
+        return decoder(reader) if decoder is not None else Other(kind)
+    except DecodingError as exc:
+        raise DecodingError(f"pgoutput message {kind!r} is malformed: {exc}") from None
     except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
         raise DecodingError(f"pgoutput message {kind!r} is malformed ({exc}); the replication stream is not "
                             f"protocol version 1 pgoutput") from None
@@ -252,11 +262,10 @@ def _logical_message(reader: _Reader) -> LogicalMessage:
     lsn = reader.int64()
     prefix = reader.string()
     length = reader.int32()
-    content = reader.data[reader.pos:reader.pos + length]
-    return LogicalMessage(bool(flags & 1), lsn, prefix, bytes(content))
+    return LogicalMessage(bool(flags & 1), lsn, prefix, reader.take(length))
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[_Reader], Message]] = {
     "M": _logical_message,
     "B": _begin,
     "C": _commit,

@@ -118,7 +118,7 @@ def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo,
             cur.itersize = fetch_size
             cur.execute(query, params)
             for values in cur:
-                yield dict(zip(names, values))
+                yield dict(zip(names, values, strict=True))
         conn.rollback()
     finally:
         conn.close()

@@ -70,10 +70,14 @@ TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
 
 
 class TableLike(Protocol):
-    schema: str
-    name: str
-    key_columns: tuple[str, ...]
-    columns: tuple[ColumnType, ...]
+    @property
+    def schema(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def key_columns(self) -> tuple[str, ...]: ...
+    @property
+    def columns(self) -> tuple[ColumnType, ...]: ...
 
     def emitted_columns(self) -> tuple[ColumnType, ...]: ...
 

@@ -170,7 +170,8 @@ def _numeric_precise_schema(column: ColumnType) -> Schema:
     typmod = _numeric_typmod(column)
     if typmod is None:
         fields = [_finish(_core("int32"), False, "scale"), _finish(_core("bytes"), False, "value")]
-        return {**_core("struct", "io.debezium.data.VariableScaleDecimal", fields=fields), "doc": "Variable scaled decimal"}
+        return {**_core("struct", "io.debezium.data.VariableScaleDecimal", fields=fields),
+                "doc": "Variable scaled decimal"}
     precision, scale = typmod
     params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
     return _core("bytes", "org.apache.kafka.connect.data.Decimal", params)
@@ -224,7 +225,8 @@ def _adaptive(millis: TypeRule, micros: TypeRule) -> TypeRule:
 _DEBEZIUM_DATE = TypeRule(_fixed("int32", "io.debezium.time.Date"), _always(pv.date_days))
 _TIME_MILLIS = TypeRule(_fixed("int32", "io.debezium.time.Time"), _always(pv.time_millis))
 _MICRO_TIME = TypeRule(_fixed("int64", "io.debezium.time.MicroTime"), _always(pv.parse_time))
-_TIMESTAMP_MILLIS = TypeRule(_fixed("int64", "io.debezium.time.Timestamp"), _always(pv.timestamp_converter(pv.floor_millis)))
+_TIMESTAMP_MILLIS = TypeRule(_fixed("int64", "io.debezium.time.Timestamp"),
+                             _always(pv.timestamp_converter(pv.floor_millis)))
 _MICRO_TIMESTAMP = TypeRule(_fixed("int64", "io.debezium.time.MicroTimestamp"), _always(pv.timestamp_converter(int)))
 _ADAPTIVE_TIMESTAMP = _adaptive(_TIMESTAMP_MILLIS, _MICRO_TIMESTAMP)
 
@@ -241,7 +243,8 @@ _TIME_ROW = TypeRow("time_precision_mode", {
 _TIMESTAMP_ROW = TypeRow("time_precision_mode", {
     "adaptive": _ADAPTIVE_TIMESTAMP,
     "adaptive_time_microseconds": _ADAPTIVE_TIMESTAMP,
-    "connect": TypeRule(_fixed("int64", "org.apache.kafka.connect.data.Timestamp"), _always(pv.timestamp_converter(pv.floor_millis))),
+    "connect": TypeRule(_fixed("int64", "org.apache.kafka.connect.data.Timestamp"),
+                        _always(pv.timestamp_converter(pv.floor_millis))),
 })
 _INTERVAL_ROW = TypeRow("interval_handling_mode", {
     "numeric": TypeRule(_fixed("int64", "io.debezium.time.MicroDuration"), _always(pv.interval_micros)),
@@ -253,7 +256,8 @@ _INTERVAL_ROW = TypeRow("interval_handling_mode", {
 
 def _bytea_rule(mode: str) -> TypeRule:
     encode = pv.BINARY_ENCODERS[mode]
-    return TypeRule(_fixed("bytes" if mode == "bytes" else "string"), _always(lambda text: encode(pv.parse_bytea(text))))
+    return TypeRule(_fixed("bytes" if mode == "bytes" else "string"),
+                    _always(lambda text: encode(pv.parse_bytea(text))))
 
 
 def _bits_schema(column: ColumnType) -> Schema:

@@ -1,0 +1,300 @@
+"""Unit tests for loading and validating connector configurations (cdckit.config)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cdckit.config import Config, load_config, validate
+from cdckit.errors import ConfigurationError
+
+PG = "io.debezium.connector.postgresql.PostgresConnector"
+YB = "io.debezium.connector.postgresql.YugabyteDBConnector"
+PASSWORD = "s3cret-pw"
+
+BASE = {
+    "connector.class": PG,
+    "database.hostname": "db.example.com",
+    "database.user": "replicator",
+    "database.password": PASSWORD,
+    "database.dbname": "shop",
+    "topic.prefix": "dbserver1",
+}
+
+
+def config_with(**changes: str) -> Config:
+    return validate({**BASE, **{key.replace("_", "."): value for key, value in changes.items()}})
+
+
+def problems_of(raw: dict[str, str]) -> list[str]:
+    with pytest.raises(ConfigurationError) as info:
+        validate(raw)
+    return info.value.problems
+
+
+# -- reading files ------------------------------------------------------------------------------------------------
+
+
+def test_debezium_connector_json_is_loaded_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"name": "inventory-connector",
+                                "config": {**BASE, "database.port": 6543, "slot.drop.on.stop": True}}))
+    config = load_config(path)
+    assert config["name"] == "inventory-connector"
+    assert config.str("database.hostname") == "db.example.com"
+    assert config.int("database.port") == 6543
+    assert config.bool("slot.drop.on.stop") is True
+
+
+def test_flat_json_object_is_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "flat.json"
+    path.write_text(json.dumps({**BASE, "snapshot.mode": "never"}))
+    config = load_config(path)
+    assert config.str("snapshot.mode") == "never"
+    assert config.str("topic.prefix") == "dbserver1"
+
+
+def test_properties_file_with_comments_colons_and_continuations_is_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "connector.properties"
+    path.write_text(
+        "# a comment\n"
+        "! another comment\n"
+        f"connector.class={PG}\n"
+        "database.hostname: db.example.com\n"
+        "database.user = replicator\n"
+        f"database.password={PASSWORD}\n"
+        "database.dbname=shop\n"
+        "topic.prefix=dbserver1\n"
+        "table.include.list=inventory.customers,\\\n"
+        "    inventory.orders\n"
+        "#snapshot.mode=never\n"
+    )
+    config = load_config(path)
+    assert config.str("database.hostname") == "db.example.com"
+    assert config.str("database.user") == "replicator"
+    assert config.list("table.include.list") == ("inventory.customers", "inventory.orders")
+    assert config.str("snapshot.mode") == "initial"  # the commented-out line is ignored
+
+
+def test_properties_file_backslash_escapes_are_unescaped_like_java(tmp_path: Path) -> None:
+    path = tmp_path / "connector.properties"
+    lines = [f"{key}={value}" for key, value in BASE.items()]
+    path.write_text("\n".join([*lines, "table.include.list=inventory\\\\.customers"]) + "\n")
+    assert load_config(path).list("table.include.list") == ("inventory\\.customers",)
+
+
+def test_set_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"name": "c", "config": {**BASE, "snapshot.mode": "initial"}}))
+    config = load_config(path, overrides=["snapshot.mode=never", "database.port = 7000"])
+    assert config.str("snapshot.mode") == "never"
+    assert config.int("database.port") == 7000
+
+
+def test_override_without_equals_sign_is_a_problem() -> None:
+    with pytest.raises(ConfigurationError, match="not of the form key=value"):
+        load_config(None, overrides=["snapshot.mode"], base=BASE)
+
+
+def test_missing_file_is_reported_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.json"
+    with pytest.raises(ConfigurationError, match=re.escape(str(path))) as info:
+        load_config(path)
+    assert "does not exist" in str(info.value)
+
+
+def test_invalid_json_file_is_reported_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"config": {"topic.prefix": }')
+    with pytest.raises(ConfigurationError, match=re.escape(str(path))) as info:
+        load_config(path)
+    assert "not valid JSON" in str(info.value)
+
+
+def test_json_file_that_is_not_an_object_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "list.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ConfigurationError, match="must hold a JSON object"):
+        load_config(path)
+
+
+# -- environment references ---------------------------------------------------------------------------------------
+
+
+def test_env_reference_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CDC_TEST_PASSWORD", "from-env")
+    monkeypatch.setenv("CDC_TEST_HOST", "pg.internal")
+    config = config_with(database_password="${env:CDC_TEST_PASSWORD}",
+                         database_hostname="${env:CDC_TEST_HOST}")
+    assert config.as_properties(include_secrets=True)["database.password"] == "from-env"
+    assert config.str("database.hostname") == "pg.internal"
+
+
+def test_unset_env_reference_names_the_variable_and_the_property(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CDC_TEST_UNSET", raising=False)
+    problems = problems_of({**BASE, "database.hostname": "${env:CDC_TEST_UNSET}"})
+    assert any("CDC_TEST_UNSET" in p and "database.hostname" in p and "not set" in p for p in problems)
+
+
+# -- validation ---------------------------------------------------------------------------------------------------
+
+
+def test_unknown_property_suggests_the_closest_name() -> None:
+    problems = problems_of({**BASE, "database.hostnme": "x"})
+    assert problems == ["unknown property database.hostnme; did you mean database.hostname?"]
+
+
+def test_unknown_property_without_close_match_says_to_remove_it() -> None:
+    (problem,) = problems_of({**BASE, "completely.unrelated": "x"})
+    assert "unknown property completely.unrelated" in problem
+    assert "did you mean" not in problem
+
+
+def test_all_problems_are_reported_together() -> None:
+    raw = {**BASE, "max.batch.size": "lots", "snapshot.mode": "sometimes", "databse.user": "x"}
+    del raw["topic.prefix"]
+    with pytest.raises(ConfigurationError) as info:
+        validate(raw)
+    problems = info.value.problems
+    assert len(problems) == 4
+    assert str(info.value).startswith("the connector configuration has 4 problems:")
+    text = "\n".join(problems)
+    for fragment in ("max.batch.size='lots' is not a whole number", "snapshot.mode='sometimes' is not one of",
+                     "did you mean database.user?", "topic.prefix is required"):
+        assert fragment in text
+
+
+def test_single_problem_message_uses_singular() -> None:
+    with pytest.raises(ConfigurationError, match=r"has 1 problem:"):
+        validate({**BASE, "max.batch.size": "0"})
+
+
+@pytest.mark.parametrize("missing", ["connector.class", "database.hostname", "database.user",
+                                     "database.password", "database.dbname", "topic.prefix"])
+def test_required_property_missing_is_a_problem(missing: str) -> None:
+    raw = {key: value for key, value in BASE.items() if key != missing}
+    (problem,) = problems_of(raw)
+    assert problem.startswith(f"{missing} is required")
+    assert f"--set {missing}=" in problem
+
+
+def test_int_below_minimum_is_a_problem() -> None:
+    (problem,) = problems_of({**BASE, "tasks.max": "0"})
+    assert problem == "tasks.max=0 is below the minimum 1"
+
+
+@pytest.mark.parametrize(("text", "expected"), [("true", True), ("FALSE", False), ("yes", True), ("0", False)])
+def test_bool_accepts_common_spellings(text: str, expected: bool) -> None:
+    assert config_with(tombstones_on_delete=text).bool("tombstones.on.delete") is expected
+
+
+def test_bool_rejects_other_text() -> None:
+    (problem,) = problems_of({**BASE, "tombstones.on.delete": "maybe"})
+    assert "tombstones.on.delete='maybe' is not a boolean" in problem
+
+
+def test_choice_lists_the_allowed_values() -> None:
+    (problem,) = problems_of({**BASE, "database.sslmode": "always"})
+    assert problem.startswith("database.sslmode='always' is not one of: disable, allow, prefer")
+
+
+def test_defaults_apply_when_unset() -> None:
+    config = validate(BASE)
+    assert config.str("slot.name") == "debezium"
+    assert config.int("max.batch.size") == 2048
+    assert config.bool("tombstones.on.delete") is True
+    assert config.list("skipped.operations") == ("t",)
+
+
+@pytest.mark.parametrize("family", ["schema", "table", "column"])
+def test_include_and_exclude_lists_are_mutually_exclusive(family: str) -> None:
+    (problem,) = problems_of({**BASE, f"{family}.include.list": "a", f"{family}.exclude.list": "b"})
+    assert problem == f"{family}.include.list and {family}.exclude.list are mutually exclusive; keep one"
+
+
+def test_invalid_regular_expression_is_a_problem() -> None:
+    (problem,) = problems_of({**BASE, "table.include.list": "inventory.customers, inventory.(orders"})
+    assert "table.include.list entry 'inventory.(orders' is not a valid regular expression" in problem
+
+
+@pytest.mark.parametrize("slot", ["Debezium", "my-slot", "slot.one", "a" * 64])
+def test_slot_name_with_bad_characters_or_too_long_is_a_problem(slot: str) -> None:
+    (problem,) = problems_of({**BASE, "slot.name": slot})
+    assert problem.startswith(f"slot.name={slot!r} may only contain lower-case letters")
+
+
+def test_slot_name_of_lowercase_digits_and_underscores_is_accepted() -> None:
+    assert config_with(slot_name="cdc_slot_01" + "x" * 52).str("slot.name") == "cdc_slot_01" + "x" * 52
+
+
+def test_skipped_operations_must_be_known() -> None:
+    (problem,) = problems_of({**BASE, "skipped.operations": "c,x"})
+    assert "skipped.operations entry 'x'" in problem
+
+
+# -- connector class ----------------------------------------------------------------------------------------------
+
+
+def test_yugabytedb_connector_defaults_to_port_5433() -> None:
+    config = validate({**BASE, "connector.class": YB})
+    assert config.int("database.port") == 5433
+    assert config.is_yugabytedb
+    assert config.connector_name == "YugabyteDB"
+
+
+def test_postgresql_connector_defaults_to_port_5432() -> None:
+    config = validate(BASE)
+    assert config.int("database.port") == 5432
+    assert not config.is_yugabytedb
+    assert config.connector_name == "postgresql"
+
+
+def test_explicit_port_wins_over_the_yugabytedb_default() -> None:
+    assert validate({**BASE, "connector.class": YB, "database.port": "5432"}).int("database.port") == 5432
+
+
+# -- secrets and output -------------------------------------------------------------------------------------------
+
+
+def test_redacted_and_repr_never_show_the_password() -> None:
+    config = validate(BASE)
+    assert config.redacted()["database.password"] == "********"
+    assert PASSWORD not in repr(config)
+    assert PASSWORD not in str(config)
+    assert PASSWORD not in json.dumps(config.redacted())
+
+
+def test_invalid_values_are_reported_without_the_password() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        validate({**BASE, "tasks.max": "zero"})
+    assert PASSWORD not in str(info.value)
+
+
+def test_as_properties_omits_the_password_unless_asked() -> None:
+    config = validate(BASE)
+    assert "database.password" not in config.as_properties()
+    assert config.as_properties(include_secrets=True)["database.password"] == PASSWORD
+
+
+def test_as_properties_writes_strings_spark_can_carry() -> None:
+    props = config_with(table_include_list="inventory.a, inventory.b").as_properties()
+    assert props["table.include.list"] == "inventory.a,inventory.b"
+    assert props["tombstones.on.delete"] == "true"
+    assert props["database.port"] == "5432"
+    assert "database.sslrootcert" not in props  # unset, no default
+
+
+def test_kafka_and_spark_prefixed_keys_pass_through() -> None:
+    config = validate({**BASE, "kafka.bootstrap.servers": "broker:9092", "spark.sql.shuffle.partitions": "4"})
+    assert config.passthrough == {"kafka.bootstrap.servers": "broker:9092", "spark.sql.shuffle.partitions": "4"}
+    assert config.as_properties()["kafka.bootstrap.servers"] == "broker:9092"
+
+
+@pytest.mark.parametrize("key", ["transforms", "transforms.unwrap.type", "errors.tolerance",
+                                 "predicates.isTombstone.type", "producer.override.acks"])
+def test_kafka_connect_keys_are_accepted_silently(key: str) -> None:
+    config = validate({**BASE, key: "anything"})
+    assert key not in config.as_properties()
