@@ -52,7 +52,7 @@ def schema(
     return result
 
 
-# ---- generic contract -------------------------------------------------------------------------------------------------
+# ---- generic contract ----
 
 
 def test_null_text_converts_to_none_for_every_registry_row() -> None:
@@ -85,7 +85,7 @@ def test_unknown_handling_mode_is_rejected() -> None:
         mapped("numeric", settings=MappingSettings(decimal_handling_mode="exact"))
 
 
-# ---- bool / integers / floats -----------------------------------------------------------------------------------------
+# ---- bool / integers / floats ----
 
 
 def test_bool_emits_boolean() -> None:
@@ -121,7 +121,7 @@ def test_floats_emit_float_including_nan_and_infinities(type_name: str, connect_
     assert field.convert("-Infinity") == float("-inf")
 
 
-# ---- numeric / money --------------------------------------------------------------------------------------------------
+# ---- numeric / money ----
 
 
 def test_numeric_precise_emits_connect_decimal_bytes() -> None:
@@ -223,7 +223,7 @@ def test_money_string_mode_emits_plain_decimal_with_two_digits() -> None:
     assert field.convert("-$1.00") == "-1.00"
 
 
-# ---- strings and string-like ------------------------------------------------------------------------------------------
+# ---- strings and string-like ----
 
 
 @pytest.mark.parametrize(
@@ -257,7 +257,7 @@ def test_enum_emits_debezium_enum_with_allowed_values() -> None:
     assert field.convert("ok") == "ok"
 
 
-# ---- bytea / bits -----------------------------------------------------------------------------------------------------
+# ---- bytea / bits ----
 
 
 @pytest.mark.parametrize(
@@ -300,7 +300,7 @@ def test_unbounded_varbit_emits_bits_with_max_length() -> None:
     assert base64.b64decode(field.convert("111111111")) == b"\xff\x01"
 
 
-# ---- date / time / timestamp ------------------------------------------------------------------------------------------
+# ---- date / time / timestamp ----
 
 
 @pytest.mark.parametrize(
@@ -423,7 +423,7 @@ def test_timetz_emits_utc_zoned_time() -> None:
     assert field.convert("23:00:00.000001-03") == "02:00:00.000001Z"
 
 
-# ---- interval ---------------------------------------------------------------------------------------------------------
+# ---- interval ----
 
 
 @pytest.mark.parametrize(
@@ -464,7 +464,7 @@ def test_interval_rejects_verbose_style() -> None:
         mapped("interval").convert("@ 1 hour ago")
 
 
-# ---- hstore -----------------------------------------------------------------------------------------------------------
+# ---- hstore ----
 
 
 def test_hstore_json_mode_emits_json_object_string() -> None:
@@ -486,7 +486,7 @@ def test_hstore_map_mode_emits_map() -> None:
     assert field.convert('"a"=>"1", "b"=>NULL, "c"=>"NULL"') == {"a": "1", "b": None, "c": "NULL"}
 
 
-# ---- arrays -----------------------------------------------------------------------------------------------------------
+# ---- arrays ----
 
 
 def test_int_array_emits_array_with_null_elements() -> None:
@@ -560,7 +560,7 @@ def test_arrays_of_unsupported_elements_raise(type_name: str) -> None:
         mapped(type_name)
 
 
-# ---- property-based ---------------------------------------------------------------------------------------------------
+# ---- property-based ----
 
 
 @given(st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1), st.integers(min_value=0, max_value=38))
