@@ -195,12 +195,14 @@ def run_stream(spark: SparkSession, config: Config,
     sink, output = config.str("cdckit.sink"), config.str("cdckit.output.path")
     totals: Counter[str] = Counter()
     enough = threading.Event()
+    last_batch_id = [-1]
     max_batches = config.int("cdckit.stream.max.batches")
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         summary = write_stream_batch(batch, batch_id, sink, output)
         totals.update(summary)
         report.batches += 1
+        last_batch_id[0] = batch_id
         if on_batch is not None:
             on_batch(batch_id, summary)
         if max_batches and report.batches >= max_batches:
@@ -216,10 +218,11 @@ def run_stream(spark: SparkSession, config: Config,
         writer = writer.trigger(processingTime=interval)
     query = writer.queryName(f"cdckit_{config.str('slot.name')}").start()
     try:
-        while query.isActive and not enough.wait(0.05):
-            pass
-        if enough.is_set():
-            query.stop()  # a batch already under way when the limit is reached is interrupted and replayed later
+        while query.isActive:
+            if enough.wait(0.05) and _progress_batch(query) >= last_batch_id[0]:
+                # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
+                # and replayed by the next run.
+                query.stop()
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
@@ -232,6 +235,12 @@ def run_stream(spark: SparkSession, config: Config,
     report.confirmed_flush_lsn = _confirmed_flush(config)
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _progress_batch(query: StreamingQuery) -> int:
+    """The id of the last batch the query reported complete (committed), or -1."""
+    progress = query.lastProgress
+    return int(progress["batchId"]) if progress else -1
 
 
 def _last_committed_lsn(query: StreamingQuery) -> str | None:
