@@ -35,7 +35,7 @@ def main() -> None:
         with conn.cursor() as cur:
             cur.execute("CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text NOT NULL, "
                         "amount numeric(12,2) NOT NULL, placed_at timestamptz NOT NULL, note text)")
-            cur.execute("INSERT INTO public.orders SELECT g, 'customer-' || (g % 5000), (g % 100000) / 100.0, "
+            cur.execute("INSERT INTO public.orders SELECT g, 'customer-' || (g %% 5000), (g %% 100000) / 100.0, "
                         "now() - g * interval '1 second', md5(g::text) FROM generate_series(1, %s) g", (args.rows,))
             cur.execute("ANALYZE public.orders")
         conn.commit()
@@ -58,7 +58,7 @@ def main() -> None:
         print(f"parallel / 1 partition: {rates['parallel'] / rates['1 partition']:.2f}x "
               f"(spark master {spark.sparkContext.master})")
         with conn.cursor() as cur:
-            cur.execute("UPDATE public.orders SET note = 'changed' WHERE id %% 4 = 0")
+            cur.execute("UPDATE public.orders SET note = 'changed' WHERE id % 4 = 0")
         conn.commit()
         started = time.perf_counter()
         stream = run_stream(spark, config)

@@ -154,6 +154,9 @@ class TableFormat:
             "name": f"{base}.Envelope",
         }
         self._string_columns = {c.name for c in value_columns if _is_textual(c)}
+        # The schemas are the same in every message of the table: serialize them once.
+        self._key_prefix = '{"schema":' + dumps(self.key_schema) + ',"payload":'
+        self._value_prefix = '{"schema":' + dumps(self.value_schema) + ',"payload":'
 
     def _map(self, columns: Sequence[ColumnType], force_required: bool) -> list[tuple[str, Any]]:
         mapped = []
@@ -203,10 +206,8 @@ class TableFormat:
 
     # -- serialized messages -----------------------------------------------------------------------
     def key_json(self, row: Row) -> str:
-        payload = self.key_payload(row)
-        if self.settings.key_schemas_enable:
-            return dumps({"schema": self.key_schema, "payload": payload})
-        return dumps(payload)
+        payload = dumps(self.key_payload(row))
+        return self._key_prefix + payload + "}" if self.settings.key_schemas_enable else payload
 
     def value_json(self, event: ChangeEvent, processed_ts_ms: int) -> str:
         payload = {
@@ -217,9 +218,8 @@ class TableFormat:
             "ts_ms": processed_ts_ms,
             "transaction": None,
         }
-        if self.settings.value_schemas_enable:
-            return dumps({"schema": self.value_schema, "payload": payload})
-        return dumps(payload)
+        text = dumps(payload)
+        return self._value_prefix + text + "}" if self.settings.value_schemas_enable else text
 
 
 def _convert(convert: Callable[[str | None], Any], value: object) -> Any:

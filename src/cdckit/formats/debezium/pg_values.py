@@ -140,10 +140,17 @@ def timestamp_converter(to_unit: Callable[[int], int]) -> Callable[[str], int]:
     return convert
 
 
+_UTC_TIMESTAMPTZ_RE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d*[1-9])?\+00")
+
+
 def timestamptz_iso(text: str) -> str:
     stripped = text.strip()
     if stripped in ("infinity", "-infinity"):
         return stripped
+    if _UTC_TIMESTAMPTZ_RE.fullmatch(stripped):
+        # Already UTC (cdckit's sessions use TimeZone=UTC) in years 0001-9999 with trimmed fraction digits:
+        # only the separators differ from the ISO form.
+        return stripped[:10] + "T" + stripped[11:-3] + "Z"
     return format_iso_utc_timestamp(parse_timestamptz(stripped))
 
 
