@@ -23,7 +23,7 @@ from cdckit.config.properties import PROPERTIES
 from cdckit.errors import CdcKitError
 
 EXIT_USER_ERROR = 2
-_WRAPPED_ERROR = re.compile(r"cdckit\.errors\.(\w+): (.+?)(?:\n\s*(?:at |\tat |JVM stacktrace|Traceback|$)|\Z)",
+_WRAPPED_ERROR = re.compile(r"cdckit\.[\w.]*?(\w+Error): (.+?)(?:\n\s*(?:at |\tat |JVM stacktrace|Traceback|$)|\Z)",
                             re.DOTALL)
 
 

@@ -37,6 +37,7 @@ from cdckit.dialect.postgres.replication import (
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.sinks import WriteSummary, write_snapshot, write_stream_batch
 
 log = logging.getLogger("cdckit")
@@ -94,6 +95,9 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[TableInfo]]:
     try:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
         tables = discover_tables(conn, options)
+        settings = format_settings(options)
+        for table in tables:
+            TableFormat(table, settings)  # an unsupported column type is reported now, not in a Spark task
         ensure_publication(conn, options, tables)
     finally:
         conn.close()
@@ -233,6 +237,15 @@ def run_stream(spark: SparkSession, config: Config,
         _acknowledge(config, report.last_offset)
     report.events_per_topic = dict(sorted(totals.items()))
     report.confirmed_flush_lsn = _confirmed_flush(config)
+    if config.bool("slot.drop.on.stop"):
+        options = config.as_properties(include_secrets=True)
+        conn = connect(options)
+        try:
+            drop_slot(conn, config.str("slot.name"))
+        finally:
+            conn.close()
+        log.warning("dropped replication slot %s (slot.drop.on.stop=true): changes from now on are not kept for "
+                    "cdckit", config.str("slot.name"))
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

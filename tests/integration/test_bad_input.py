@@ -100,3 +100,27 @@ def test_unknown_and_invalid_properties_are_reported_together(workdir: Path,
     assert "database.hostname is required" in output and "topic.prefix is required" in output
     assert "5 problems" in output
     assert "hunter2-secret" not in output
+
+
+def test_unsupported_column_type_is_named_before_spark_starts(postgres: Any, database: str, workdir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    execute(postgres.dsn(database), "CREATE TABLE public.places (id integer PRIMARY KEY, location point)")
+    status, output = _run(capsys, "snapshot", str(_write_config(workdir, _properties(postgres, database, workdir))))
+    assert status == 2
+    assert "location" in output and "point" in output and "column.exclude.list" in output
+
+
+@pytest.mark.spark
+def test_failure_inside_a_spark_task_is_reported_as_one_clear_line(postgres: Any, spark: Any, database: str,
+                                                                   workdir: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.places (id integer PRIMARY KEY)")
+    config_file = _write_config(workdir, _properties(postgres, database, workdir))
+    assert _run(capsys, "snapshot", str(config_file))[0] == 0
+    # A column of a type without a mapping appears while streaming: the executor decoding it must fail loudly.
+    execute(dsn, "ALTER TABLE public.places ADD COLUMN location point", "INSERT INTO public.places VALUES (1, '(1,2)')")
+    status, output = _run(capsys, "stream", str(config_file))
+    assert status == 2
+    assert "location" in output and "point" in output and "column.exclude.list" in output
+    assert "Traceback" not in output and "JVM stacktrace" not in output

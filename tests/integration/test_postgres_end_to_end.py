@@ -215,3 +215,28 @@ def test_yugabytedb_connector_class_names_itself_in_source(postgres: Any, spark:
     assert [(v["op"], v["source"]["connector"]) for v in found] == [("r", "YugabyteDB"), ("u", "YugabyteDB")]
     assert found[0]["source"]["snapshot"] == "last"
     assert found[1]["after"] == {"employee_id": 1001, "employee_name": "Bob"}
+
+
+def test_unchanged_toasted_value_is_the_debezium_placeholder(postgres: Any, spark: Any, database: str,
+                                                             workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.documents (id integer PRIMARY KEY, title text, body text)",
+            "ALTER TABLE public.documents ALTER COLUMN body SET STORAGE EXTERNAL")  # out of line, uncompressed
+    config = make_config(postgres, database, workdir)
+    run_snapshot(spark, config)
+    big = "x" * 10_000
+    execute(dsn, f"INSERT INTO public.documents VALUES (1, 'draft', '{big}')",
+            "UPDATE public.documents SET title = 'final' WHERE id = 1")
+    run_stream(spark, config)
+    insert, update = (payload(r["value"]) for r in records(config, "it.public.documents"))
+    assert insert["after"]["body"] == big
+    assert update["after"] == {"id": 1, "title": "final", "body": "__debezium_unavailable_value"}
+
+
+def test_slot_drop_on_stop_removes_the_slot(postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.t (id integer PRIMARY KEY)")
+    config = make_config(postgres, database, workdir, **{"slot.drop.on.stop": "true"})
+    run_stream(spark, config)
+    slot = config.str("slot.name")
+    assert fetch(dsn, f"SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'") == [(0,)]

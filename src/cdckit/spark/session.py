@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -26,11 +27,14 @@ def get_spark(extra_conf: Mapping[str, str] | None = None) -> SparkSession:
         builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
         builder = builder.config("spark.sql.shuffle.partitions", "4")
         builder = builder.config("spark.ui.enabled", "false")
+        log_config = Path(__file__).with_name("log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("CDCKIT_SPARK_LOG_LEVEL", "WARN"))
+    if "CDCKIT_SPARK_LOG_LEVEL" in os.environ:
+        spark.sparkContext.setLogLevel(os.environ["CDCKIT_SPARK_LOG_LEVEL"])
     spark.dataSource.register(PostgresSnapshotDataSource)
     spark.dataSource.register(PostgresChangeDataSource)
     return spark
