@@ -50,4 +50,5 @@ class ChangeEvent:
     tx_id: int | None = None
     snapshot: str = "false"  # "true", "last" or "false", as Debezium's source.snapshot
     sequence: tuple[int | None, int | None] = (None, None)  # (last commit LSN, current LSN)
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)  # dialect details: event_serial_no, transaction block
+    database: str = ""  # for sources that capture several databases (SQL Server database.names)

@@ -11,13 +11,13 @@ import pytest
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.debezium.envelope import (
-    DEBEZIUM_VERSION,
     FormatSettings,
     TableFormat,
     format_settings,
     heartbeat_messages,
 )
 from cdckit.formats.debezium.postgres_types import ColumnType
+from cdckit.formats.debezium.source import POSTGRES_VERSION as DEBEZIUM_VERSION
 from cdckit.spark import rows as rows_module
 from cdckit.spark.rows import EVENT_COLUMNS, event_rows
 

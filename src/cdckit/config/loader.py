@@ -24,6 +24,7 @@ from cdckit.config.properties import (
     Property,
 )
 from cdckit.errors import ConfigurationError
+from cdckit.formats.debezium.column_mappers import is_pattern_property, parse_message_key_columns, validate_rule
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -211,6 +212,12 @@ def validate(raw: Mapping[str, str]) -> Config:
         if key.startswith(IGNORED_PREFIXES):
             continue
         prop = BY_NAME.get(key)
+        if prop is None and is_pattern_property(key):
+            problem = validate_rule(key, text)
+            if problem:
+                problems.append(problem)
+            passthrough[key] = text
+            continue
         if prop is None:
             problems.append(_unknown(key))
             continue
@@ -287,6 +294,13 @@ def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
     for op in skipped:
         if op not in _SKIPPABLE_OPS:
             problems.append(f"skipped.operations entry {op!r} is not one of c, u, d, t, none")
+    if values.get("plugin.name") == "yboutput" and values.get("connector.class") != YUGABYTEDB_CONNECTOR:
+        problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
+                        "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")
+    try:
+        parse_message_key_columns(str(values.get("message.key.columns") or ""))
+    except ValueError as exc:
+        problems.append(str(exc))
     prefix = str(values.get("topic.prefix") or "")
     if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
         problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")

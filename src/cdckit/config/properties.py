@@ -61,7 +61,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("column.include.list", "list", (), "regular expressions of schema.table.column to emit"),
     Property("column.exclude.list", "list", (), "regular expressions of schema.table.column not to emit"),
     # -- replication --------------------------------------------------------------------------------
-    Property("plugin.name", "choice", "pgoutput", "logical decoding output plugin", choices=("pgoutput",)),
+    Property("plugin.name", "choice", "pgoutput", "logical decoding output plugin (yboutput: YugabyteDB only)",
+             choices=("pgoutput", "yboutput")),
     Property("slot.name", "string", "debezium", "logical replication slot ([a-z0-9_])"),
     Property("slot.drop.on.stop", "bool", False, "drop the slot when the stream stops (tests only)"),
     Property("publication.name", "string", "dbz_publication", "publication streamed from"),
@@ -87,6 +88,16 @@ PROPERTIES: tuple[Property, ...] = (
     Property("interval.handling.mode", "choice", "numeric", "interval representation",
              choices=("numeric", "string")),
     Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map")),
+    Property("schema.name.adjustment.mode", "choice", "none", "make schema names Avro-safe",
+             choices=("none", "avro", "avro_unicode")),
+    Property("field.name.adjustment.mode", "choice", "none", "make field names Avro-safe",
+             choices=("none", "avro", "avro_unicode")),
+    Property("message.key.columns", "string", "", "custom keys: <schema.table regex>:<col>,<col>;..."),
+    Property("provide.transaction.metadata", "bool", False, "BEGIN/END records and the transaction block"),
+    Property("topic.transaction", "string", "transaction", "suffix of the transaction metadata topic"),
+    Property("include.schema.changes", "bool", None, "schema change records on the topic.prefix topic "
+             "(default true for SQL Server; an extension for PostgreSQL, default false)",
+             default_for=lambda connector_class: connector_class.endswith("SqlServerConnector")),
     # -- converters ---------------------------------------------------------------------------------
     Property("key.converter", "choice", JSON_CONVERTER, "key converter", choices=(JSON_CONVERTER,)),
     Property("value.converter", "choice", JSON_CONVERTER, "value converter", choices=(JSON_CONVERTER,)),

@@ -32,8 +32,9 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
-from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, event_rows, option_bool
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.spark.records import RecordBuilder
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow
 
 
 class LsnRange(InputPartition):
@@ -119,8 +120,6 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         assert isinstance(partition, LsnRange)
         options = self.options
         settings = format_settings(options)
-        tombstones = option_bool(options, "tombstones.on.delete", True)
-        skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
         conn = connect(options)
         formats: dict[tuple[str, str], TableFormat] = {}
 
@@ -131,17 +130,15 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             formats[(table.schema, table.name)] = TableFormat(table, settings)
             return table
 
+        yugabyte = settings.connector == "YugabyteDB"
+        records = RecordBuilder(
+            options, settings, lambda event: formats[(event.schema, event.table)],
+            # Debezium's PostgreSQL connector names a transaction by its xid; the YugabyteDB connector by xid:LSN.
+            lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id))
         decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)
-        hb_topic = heartbeat_topic(options["topic.prefix"], options.get("topic.heartbeat.prefix",
-                                                                         "__debezium-heartbeat"))
         try:
             for lsn, data in peek_rows(conn, options, partition.end):
                 for event in decoder.feed(lsn, data):
-                    if event.op == "hb":
-                        key, value = heartbeat_messages(settings, event.source_ts_ms)
-                        yield (hb_topic, key, value, [], None, "hb", event.position.commit_lsn, event.position.lsn,
-                               0, event.source_ts_ms)
-                    elif event.op not in skipped:
-                        yield from event_rows(event, formats[(event.schema, event.table)], tombstones)
+                    yield from records.rows(event)
         finally:
             conn.close()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from psycopg2.extensions import connection as Connection
 
 from cdckit.errors import MissingPrimaryKeyError, SourcePreconditionError, TableNotFoundError
+from cdckit.formats.debezium.column_mappers import parse_message_key_columns
 from cdckit.formats.debezium.postgres_types import ColumnType
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
@@ -103,13 +104,15 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
                                  f"check table.include.list and schema.include.list")
     # No commit here: callers may be reading inside an exported snapshot's transaction.
     tables = [load_table(conn, schema, table, options) for schema, table in chosen]
-    keyless = [t.qualified_name for t in tables if not t.key_columns]
+    keyed_by_option = [pattern for pattern, _ in parse_message_key_columns(options.get("message.key.columns", ""))]
+    keyless = [t.qualified_name for t in tables if not t.key_columns and not any(
+        re.fullmatch(pattern, t.qualified_name, flags=re.IGNORECASE) for pattern in keyed_by_option)]
     if keyless:
         raise MissingPrimaryKeyError(
             f"table{'s' if len(keyless) > 1 else ''} {', '.join(keyless)} in database '{dbname}' "
             f"{'have' if len(keyless) > 1 else 'has'} no primary key, so change events would have no key; "
-            f"add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)) or leave the table out with "
-            f"table.exclude.list")
+            f"add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)), name key columns with message.key.columns, "
+            f"or leave the table out with table.exclude.list")
     return tables
 
 

@@ -130,8 +130,11 @@ class ChangeDecoder:
             self.begin = message
             self.in_range = self.start <= message.final_lsn < self.end
         elif isinstance(message, pgoutput.Commit):
-            if self.in_range:
+            if self.in_range and self.begin is not None:
                 self.last_commit_lsn = message.end_lsn
+                # A transaction boundary marker: formats that need it (transaction metadata) close the transaction.
+                yield ChangeEvent("", "", "txend", None, None, Position(self.begin.final_lsn, lsn),
+                                  self.begin.commit_time_us // 1000, self.begin.xid)
             self.in_range = False
         elif self.in_range and self.begin is not None:
             yield from self._changes(lsn, message, self.begin)

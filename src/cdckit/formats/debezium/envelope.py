@@ -1,7 +1,8 @@
-"""Debezium PostgreSQL connector messages: keys, envelopes, tombstones, heartbeats, as JsonConverter writes them.
+"""Debezium data-change messages: keys, envelopes, tombstones, as Kafka Connect's JsonConverter writes them.
 
-The format is that of Debezium 2.5 (the release the YugabyteDB connector of seed 002 is built on); see
-docs/decisions/0002-debezium-postgres-message-format.md for the choices where the sources disagree.
+One ``TableFormat`` per captured table builds the key and value schemas once and turns neutral change events
+into message text. The connector (PostgreSQL, YugabyteDB, SQL Server) decides the ``source`` block, the schema
+and topic names and the type mapping; see docs/decisions/0002 and 0006.
 
 Example::
 
@@ -12,61 +13,48 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
 
 from cdckit.events import UNAVAILABLE, ChangeEvent, Row
-from cdckit.formats.debezium.postgres_types import ColumnType, MappingSettings, map_column
+from cdckit.formats.debezium.column_mappers import (
+    ColumnMapping,
+    ColumnRule,
+    column_mapping,
+    parse_message_key_columns,
+    parse_rules,
+)
+from cdckit.formats.debezium.naming import adjust_name, adjust_schema_name
+from cdckit.formats.debezium.postgres_types import ColumnType, MappedField, MappingSettings, map_column
+from cdckit.formats.debezium.source import PostgresSource, SourceBlock, SqlServerSource
+from cdckit.formats.debezium.source import field as _field
+from cdckit.formats.debezium.sqlserver_types import (
+    SqlServerColumn,
+    SqlServerMappingSettings,
+    map_sqlserver_column,
+)
 
-DEBEZIUM_VERSION = "2.5.2.Final"
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
-
-SOURCE_SCHEMA_NAME = "io.debezium.connector.postgresql.Source"
-_SNAPSHOT_ENUM = {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-                  "parameters": {"allowed": "true,last,false,incremental"}, "default": "false",
-                  "field": "snapshot"}
-
-
-def _field(type_: str, name: str, optional: bool) -> dict[str, Any]:
-    return {"type": type_, "optional": optional, "field": name}
-
-
-SOURCE_SCHEMA: dict[str, Any] = {
-    "type": "struct",
-    "fields": [
-        _field("string", "version", False),
-        _field("string", "connector", False),
-        _field("string", "name", False),
-        _field("int64", "ts_ms", False),
-        _SNAPSHOT_ENUM,
-        _field("string", "db", False),
-        _field("string", "sequence", True),
-        _field("string", "schema", False),
-        _field("string", "table", False),
-        _field("int64", "txId", True),
-        _field("int64", "lsn", True),
-        _field("int64", "xmin", True),
-    ],
-    "optional": False,
-    "name": SOURCE_SCHEMA_NAME,
-    "field": "source",
-}
 
 TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
     "type": "struct",
-    "fields": [
-        _field("string", "id", False),
-        _field("int64", "total_order", False),
-        _field("int64", "data_collection_order", False),
-    ],
+    "fields": [_field("string", "id", False), _field("int64", "total_order", False),
+               _field("int64", "data_collection_order", False)],
     "optional": True,
     "name": "event.block",
     "version": 1,
     "field": "transaction",
 }
+
+_PG_CHARACTER = {"text", "varchar", "bpchar", "char", "name", "citext"}
+_PG_PLACEHOLDER = _PG_CHARACTER | {"json", "jsonb", "xml"}
+_MSSQL_CHARACTER = {"char", "varchar", "text", "nchar", "nvarchar", "ntext"}
+
+AnyColumn = ColumnType | SqlServerColumn
 
 
 class TableLike(Protocol):
@@ -77,31 +65,43 @@ class TableLike(Protocol):
     @property
     def key_columns(self) -> tuple[str, ...]: ...
     @property
-    def columns(self) -> tuple[ColumnType, ...]: ...
+    def columns(self) -> Sequence[AnyColumn]: ...
 
-    def emitted_columns(self) -> tuple[ColumnType, ...]: ...
+    def emitted_columns(self) -> Sequence[AnyColumn]: ...
 
 
 @dataclass(frozen=True)
 class FormatSettings:
     topic_prefix: str
     database: str
-    connector: str = "postgresql"  # source.connector: "postgresql" or "YugabyteDB"
+    connector: str = "postgresql"  # source.connector: "postgresql", "YugabyteDB" or "sqlserver"
     key_schemas_enable: bool = True
     value_schemas_enable: bool = True
     mapping: MappingSettings = field(default_factory=MappingSettings)
+    sqlserver_mapping: SqlServerMappingSettings = field(default_factory=SqlServerMappingSettings)
+    schema_name_adjustment: str = "none"
+    field_name_adjustment: str = "none"
+    column_rules: tuple[ColumnRule, ...] = ()
+    message_key_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    wrap_values: bool = False  # yboutput: every column as {"value": v, "set": true}, unsent columns null
+
+    @property
+    def is_sqlserver(self) -> bool:
+        return self.connector == "sqlserver"
 
 
 def format_settings(options: Mapping[str, str]) -> FormatSettings:
     """Format settings from connector properties (strings, as Spark options carry them)."""
-    def flag(name: str) -> bool:
-        return options.get(name, "true").strip().lower() in ("true", "1", "yes", "on")
+    def flag(name: str, default: str = "true") -> bool:
+        return options.get(name, default).strip().lower() in ("true", "1", "yes", "on")
 
-    yugabyte = options.get("connector.class", "").endswith("YugabyteDBConnector")
+    connector_class = options.get("connector.class", "")
+    connector = ("sqlserver" if connector_class.endswith("SqlServerConnector")
+                 else "YugabyteDB" if connector_class.endswith("YugabyteDBConnector") else "postgresql")
     return FormatSettings(
         topic_prefix=options["topic.prefix"],
-        database=options["database.dbname"],
-        connector="YugabyteDB" if yugabyte else "postgresql",
+        database=options.get("database.dbname", ""),
+        connector=connector,
         key_schemas_enable=flag("key.converter.schemas.enable"),
         value_schemas_enable=flag("value.converter.schemas.enable"),
         mapping=MappingSettings(
@@ -111,6 +111,16 @@ def format_settings(options: Mapping[str, str]) -> FormatSettings:
             interval_handling_mode=options.get("interval.handling.mode", "numeric"),
             hstore_handling_mode=options.get("hstore.handling.mode", "json"),
         ),
+        sqlserver_mapping=SqlServerMappingSettings(
+            time_precision_mode=options.get("time.precision.mode", "adaptive"),
+            decimal_handling_mode=options.get("decimal.handling.mode", "precise"),
+            binary_handling_mode=options.get("binary.handling.mode", "bytes"),
+        ),
+        schema_name_adjustment=options.get("schema.name.adjustment.mode", "none"),
+        field_name_adjustment=options.get("field.name.adjustment.mode", "none"),
+        column_rules=parse_rules(options),
+        message_key_columns=parse_message_key_columns(options.get("message.key.columns", "")),
+        wrap_values=options.get("plugin.name", "pgoutput") == "yboutput",
     )
 
 
@@ -119,8 +129,23 @@ def dumps(document: object) -> str:
     return orjson.dumps(document).decode("utf-8")
 
 
-def topic_name(prefix: str, schema: str, table: str) -> str:
-    return f"{prefix}.{schema}.{table}"
+def topic_name(settings: FormatSettings, schema: str, table: str, database: str = "") -> str:
+    if settings.is_sqlserver:
+        return f"{settings.topic_prefix}.{database or settings.database}.{schema}.{table}"
+    return f"{settings.topic_prefix}.{schema}.{table}"
+
+
+def source_block(settings: FormatSettings) -> SourceBlock:
+    return SqlServerSource() if settings.is_sqlserver else PostgresSource(settings.connector)
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str  # the column name in the source row
+    json_name: str  # the field name in messages (after field.name.adjustment.mode)
+    mapped: MappedField
+    mapping: ColumnMapping
+    placeholder: bool  # an unavailable value is written as the Debezium placeholder (else null)
 
 
 class TableFormat:
@@ -129,107 +154,141 @@ class TableFormat:
     def __init__(self, table: TableLike, settings: FormatSettings) -> None:
         self.settings = settings
         self.table = table
-        self.topic = topic_name(settings.topic_prefix, table.schema, table.name)
+        self.database = str(getattr(table, "database", "") or settings.database)
+        self.topic = topic_name(settings, table.schema, table.name, self.database)
+        self.source = source_block(settings)
         by_name = {column.name: column for column in table.columns}
-        key_columns = [by_name[name] for name in table.key_columns]
-        value_columns = list(table.emitted_columns())
-        self._key_fields = self._map(key_columns, force_required=True)
-        self._value_fields = self._map(value_columns, force_required=False)
-        base = f"{settings.topic_prefix}.{table.schema}.{table.name}"
-        self.key_schema = {"type": "struct", "fields": [f.schema for _, f in self._key_fields],
-                           "optional": False, "name": f"{base}.Key"}
-        row_schema = {"type": "struct", "fields": [f.schema for _, f in self._value_fields],
-                      "optional": True, "name": f"{base}.Value"}
+        key_names = self._key_columns(table)
+        missing = [name for name in key_names if name not in by_name]
+        if missing:
+            raise ValueError(f"message.key.columns names {', '.join(missing)}, which table "
+                             f"{table.schema}.{table.name} does not have")
+        self._key_fields = [self._field(by_name[name], key=True) for name in key_names]
+        self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
+        base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
+        base += f"{table.schema}.{table.name}"
+
+        def schema_name(suffix: str) -> str:
+            return adjust_schema_name(f"{base}.{suffix}", settings.schema_name_adjustment)
+
+        self.key_schema = {"type": "struct", "fields": [f.mapped.schema for f in self._key_fields],
+                           "optional": False, "name": schema_name("Key")}
+        row_schema = {"type": "struct", "fields": [self._value_schema(f) for f in self._value_fields],
+                      "optional": True, "name": schema_name("Value")}
         self.value_schema = {
             "type": "struct",
-            "fields": [
-                {**row_schema, "field": "before"},
-                {**row_schema, "field": "after"},
-                SOURCE_SCHEMA,
-                _field("string", "op", False),
-                _field("int64", "ts_ms", True),
-                TRANSACTION_BLOCK_SCHEMA,
-            ],
+            "fields": [{**row_schema, "field": "before"}, {**row_schema, "field": "after"}, self.source.schema,
+                       _field("string", "op", False), _field("int64", "ts_ms", True), TRANSACTION_BLOCK_SCHEMA],
             "optional": False,
-            "name": f"{base}.Envelope",
+            "name": schema_name("Envelope"),
         }
-        self._string_columns = {c.name for c in value_columns if _is_textual(c)}
         # The schemas are the same in every message of the table: serialize them once.
         self._key_prefix = '{"schema":' + dumps(self.key_schema) + ',"payload":'
         self._value_prefix = '{"schema":' + dumps(self.value_schema) + ',"payload":'
 
-    def _map(self, columns: Sequence[ColumnType], force_required: bool) -> list[tuple[str, Any]]:
-        mapped = []
-        for column in columns:
-            if force_required and column.optional:
-                column = ColumnType(column.name, column.type_name, column.type_oid, column.modifier, False,
-                                    column.enum_values)
-            mapped.append((column.name, map_column(column, self.settings.mapping)))
-        return mapped
+    @property
+    def has_key(self) -> bool:
+        return bool(self._key_fields)
+
+    def _key_columns(self, table: TableLike) -> tuple[str, ...]:
+        qualified = f"{table.schema}.{table.name}"
+        for pattern, columns in self.settings.message_key_columns:
+            if re.fullmatch(pattern, qualified, flags=re.IGNORECASE):
+                return columns
+        return tuple(table.key_columns)
+
+    def _field(self, column: AnyColumn, key: bool) -> _Field:
+        settings = self.settings
+        if key and column.optional:
+            column = replace(column, optional=False)
+        if isinstance(column, SqlServerColumn):
+            mapped = map_sqlserver_column(column, settings.sqlserver_mapping)
+            character = column.type_name in _MSSQL_CHARACTER
+            length = -1 if column.max_length < 0 else column.max_length // (2 if column.type_name[0] == "n" else 1)
+            placeholder = character
+        else:
+            mapped = map_column(column, settings.mapping)
+            character = column.type_name in _PG_CHARACTER
+            length = column.modifier - 4 if column.type_name in ("varchar", "bpchar") and column.modifier > 4 else -1
+            placeholder = column.type_name in _PG_PLACEHOLDER
+        json_name = adjust_name(column.name, settings.field_name_adjustment)
+        mapping = ColumnMapping() if key else column_mapping(
+            settings.column_rules, f"{self.table.schema}.{self.table.name}.{column.name}", character, length)
+        schema = {**mapped.schema, "field": json_name}
+        if mapping.parameters:
+            schema = _with_parameters(schema, mapping.parameters)
+        return _Field(column.name, json_name, MappedField(schema, mapped.convert), mapping, placeholder)
+
+    def _value_schema(self, value_field: _Field) -> dict[str, Any]:
+        schema = value_field.mapped.schema
+        if not self.settings.wrap_values:
+            return schema
+        inner = {key: value for key, value in schema.items() if key != "field"}
+        return {"type": "struct", "fields": [{**inner, "field": "value"}, _field("boolean", "set", False)],
+                "optional": True, "field": schema["field"]}
 
     # -- payloads ----------------------------------------------------------------------------------
     def key_payload(self, row: Row) -> dict[str, Any]:
-        return {name: _convert(mapped.convert, row.get(name)) for name, mapped in self._key_fields}
+        return {f.json_name: _convert(f.mapped.convert, row.get(f.name)) for f in self._key_fields}
 
     def row_payload(self, row: Row | None) -> dict[str, Any] | None:
         if row is None:
             return None
         out: dict[str, Any] = {}
-        for name, mapped in self._value_fields:
-            value = row.get(name)
+        wrap = self.settings.wrap_values
+        for f in self._value_fields:
+            value = row.get(f.name, UNAVAILABLE if wrap else None)
             if value is UNAVAILABLE:
-                out[name] = UNAVAILABLE_VALUE if name in self._string_columns else None
-            else:
-                out[name] = _convert(mapped.convert, value)
+                out[f.json_name] = None if wrap or not f.placeholder else UNAVAILABLE_VALUE
+                continue
+            converted = _convert(f.mapped.convert, value)
+            if f.mapping.mapper is not None:
+                converted = f.mapping.mapper(converted)
+            out[f.json_name] = {"value": converted, "set": True} if wrap else converted
         return out
 
-    def source_payload(self, event: ChangeEvent) -> dict[str, Any]:
-        last_commit, current = event.sequence
-        sequence = None
-        if last_commit is not None or current is not None:
-            sequence = dumps([None if last_commit is None else str(last_commit),
-                              None if current is None else str(current)])
-        return {
-            "version": DEBEZIUM_VERSION,
-            "connector": self.settings.connector,
-            "name": self.settings.topic_prefix,
-            "ts_ms": event.source_ts_ms,
-            "snapshot": event.snapshot,
-            "db": self.settings.database,
-            "sequence": sequence,
-            "schema": event.schema,
-            "table": event.table,
-            "txId": event.tx_id,
-            "lsn": event.position.lsn,
-            "xmin": None,
-        }
-
     # -- serialized messages -----------------------------------------------------------------------
-    def key_json(self, row: Row) -> str:
+    def key_json(self, row: Row) -> str | None:
+        """The key; None for a table without key columns (Debezium's null key)."""
+        if not self._key_fields:
+            return None
         payload = dumps(self.key_payload(row))
         return self._key_prefix + payload + "}" if self.settings.key_schemas_enable else payload
 
-    def value_json(self, event: ChangeEvent, processed_ts_ms: int) -> str:
-        payload = {
+    def value_payload(self, event: ChangeEvent, processed_ts_ms: int) -> dict[str, Any]:
+        return {
             "before": self.row_payload(event.before),
             "after": self.row_payload(event.after),
-            "source": self.source_payload(event),
+            "source": self.source.payload(event, self.settings.topic_prefix, self.database),
             "op": event.op,
             "ts_ms": processed_ts_ms,
-            "transaction": None,
+            "transaction": event.extra.get("transaction"),
         }
-        text = dumps(payload)
+
+    def value_json(self, event: ChangeEvent, processed_ts_ms: int) -> str:
+        text = dumps(self.value_payload(event, processed_ts_ms))
         return self._value_prefix + text + "}" if self.settings.value_schemas_enable else text
 
 
-def _convert(convert: Callable[[str | None], Any], value: object) -> Any:
+def _with_parameters(schema: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    """Add schema parameters keeping JsonConverter's key order (parameters after name/version/doc)."""
+    merged = {**schema.get("parameters", {}), **parameters}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("parameters", "default", "field"):
+            continue
+        out[key] = value
+    out["parameters"] = merged
+    for key in ("default", "field"):
+        if key in schema:
+            out[key] = schema[key]
+    return out
+
+
+def _convert(convert: Callable[[Any], Any], value: object) -> Any:
     if value is None:
         return None
-    return convert(str(value))
-
-
-def _is_textual(column: ColumnType) -> bool:
-    return column.type_name in {"text", "varchar", "bpchar", "char", "name", "json", "jsonb", "xml", "citext"}
+    return convert(value)
 
 
 HEARTBEAT_KEY_SCHEMA = {"type": "struct", "fields": [_field("string", "serverName", False)], "optional": False,

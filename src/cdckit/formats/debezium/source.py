@@ -1,0 +1,124 @@
+"""The ``source`` block of each connector: its Kafka Connect schema and its payload for an event.
+
+Field names and order are each connector's own (decision 0002 for PostgreSQL, 0006 for SQL Server).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import orjson
+
+from cdckit.events import ChangeEvent
+
+POSTGRES_VERSION = "2.5.2.Final"
+SQLSERVER_VERSION = "2.0.1.Final"
+
+
+def field(type_: str, name: str, optional: bool) -> dict[str, Any]:
+    return {"type": type_, "optional": optional, "field": name}
+
+
+SNAPSHOT_ENUM: dict[str, Any] = {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
+                                 "parameters": {"allowed": "true,last,false,incremental"}, "default": "false",
+                                 "field": "snapshot"}
+
+
+class SourceBlock(Protocol):
+    connector: str
+    schema: dict[str, Any]
+
+    def payload(self, event: ChangeEvent, topic_prefix: str, database: str) -> dict[str, Any]: ...
+
+
+class PostgresSource:
+    """``io.debezium.connector.postgresql.Source`` (PostgreSQL and YugabyteDB connectors)."""
+
+    def __init__(self, connector: str = "postgresql") -> None:
+        self.connector = connector
+        self.schema: dict[str, Any] = {
+            "type": "struct",
+            "fields": [
+                field("string", "version", False), field("string", "connector", False),
+                field("string", "name", False), field("int64", "ts_ms", False), SNAPSHOT_ENUM,
+                field("string", "db", False), field("string", "sequence", True), field("string", "schema", False),
+                field("string", "table", False), field("int64", "txId", True), field("int64", "lsn", True),
+                field("int64", "xmin", True),
+            ],
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "field": "source",
+        }
+
+    def payload(self, event: ChangeEvent, topic_prefix: str, database: str) -> dict[str, Any]:
+        last_commit, current = event.sequence
+        sequence = None
+        if last_commit is not None or current is not None:
+            sequence = orjson.dumps([None if last_commit is None else str(last_commit),
+                                     None if current is None else str(current)]).decode()
+        return {
+            "version": POSTGRES_VERSION,
+            "connector": self.connector,
+            "name": topic_prefix,
+            "ts_ms": event.source_ts_ms,
+            "snapshot": event.snapshot,
+            "db": database,
+            "sequence": sequence,
+            "schema": event.schema,
+            "table": event.table,
+            "txId": event.tx_id,
+            "lsn": event.position.lsn,
+            "xmin": None,
+        }
+
+
+def format_sqlserver_lsn(value: int | None) -> str | None:
+    """A 10-byte SQL Server LSN as Debezium prints it: ``00000027:00000758:0003``."""
+    if value is None:
+        return None
+    return f"{value >> 48:08x}:{(value >> 16) & 0xFFFFFFFF:08x}:{value & 0xFFFF:04x}"
+
+
+def parse_sqlserver_lsn(text: str) -> int:
+    parts = text.split(":")
+    if len(parts) != 3 or [len(p) for p in parts] != [8, 8, 4]:
+        raise ValueError(f"{text!r} is not a SQL Server LSN (expected xxxxxxxx:xxxxxxxx:xxxx in hexadecimal)")
+    return (int(parts[0], 16) << 48) | (int(parts[1], 16) << 16) | int(parts[2], 16)
+
+
+class SqlServerSource:
+    """``io.debezium.connector.sqlserver.Source``."""
+
+    connector = "sqlserver"
+
+    def __init__(self) -> None:
+        self.schema: dict[str, Any] = {
+            "type": "struct",
+            "fields": [
+                field("string", "version", False), field("string", "connector", False),
+                field("string", "name", False), field("int64", "ts_ms", False), SNAPSHOT_ENUM,
+                field("string", "db", False), field("string", "schema", False), field("string", "table", False),
+                field("string", "change_lsn", True), field("string", "commit_lsn", True),
+                field("int64", "event_serial_no", True),
+            ],
+            "optional": False,
+            "name": "io.debezium.connector.sqlserver.Source",
+            "field": "source",
+        }
+
+    def payload(self, event: ChangeEvent, topic_prefix: str, database: str) -> dict[str, Any]:
+        snapshot = event.snapshot != "false"
+        serial = event.extra.get("event_serial_no")
+        return {
+            "version": SQLSERVER_VERSION,
+            "connector": self.connector,
+            "name": topic_prefix,
+            "ts_ms": event.source_ts_ms,
+            "snapshot": event.snapshot,
+            "db": event.database or database,
+            "schema": event.schema,
+            "table": event.table,
+            "change_lsn": None if snapshot else format_sqlserver_lsn(event.position.lsn),
+            "commit_lsn": format_sqlserver_lsn(event.position.commit_lsn),
+            "event_serial_no": None if snapshot or serial is None else int(str(serial)),
+        }

@@ -1,0 +1,440 @@
+"""Unit tests for the SQL Server -> Debezium/Kafka Connect type mapping table."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cdckit import errors
+from cdckit.formats.debezium.sqlserver_types import (
+    TYPE_REGISTRY,
+    MappedField,
+    SqlServerColumn,
+    SqlServerMappingSettings,
+    UnsupportedSqlServerTypeError,
+    map_sqlserver_column,
+)
+
+NANOS_PER_DAY = 86_400 * 10**9
+
+
+def mapped(type_name: str, settings: SqlServerMappingSettings | None = None, **kw: Any) -> MappedField:
+    return map_sqlserver_column(SqlServerColumn(name="col", type_name=type_name, **kw),
+                                settings or SqlServerMappingSettings())
+
+
+def connect() -> SqlServerMappingSettings:
+    return SqlServerMappingSettings(time_precision_mode="connect")
+
+
+def decimals(mode: str) -> SqlServerMappingSettings:
+    return SqlServerMappingSettings(decimal_handling_mode=mode)
+
+
+def schema(type_: str, name: str | None = None, parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": type_, "optional": True}
+    if name:
+        result.update(name=name, version=1)
+    if parameters:
+        result["parameters"] = parameters
+    result["field"] = "col"
+    return result
+
+
+def unb64(text: str) -> int:
+    return int.from_bytes(base64.b64decode(text), "big", signed=True)
+
+
+def java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+# ---- generic contract ----
+
+
+@pytest.mark.parametrize("settings", [SqlServerMappingSettings(), SqlServerMappingSettings("connect", "string", "hex")])
+def test_null_converts_to_none_for_every_registry_row_and_mode(settings: SqlServerMappingSettings) -> None:
+    for type_name in TYPE_REGISTRY:
+        assert mapped(type_name, settings, scale=7).convert(None) is None, type_name
+
+
+def test_schema_key_order_matches_json_converter_and_not_null_column_is_required() -> None:
+    field = mapped("decimal", precision=10, scale=2, optional=False)
+    assert list(field.schema) == ["type", "optional", "name", "version", "parameters", "field"]
+    assert json.dumps(field.schema) == (
+        '{"type": "bytes", "optional": false, "name": "org.apache.kafka.connect.data.Decimal", "version": 1, '
+        '"parameters": {"scale": "2", "connect.decimal.precision": "10"}, "field": "col"}'
+    )
+
+
+@pytest.mark.parametrize("type_name", ["sql_variant", "hierarchyid", "geometry", "geography", "cursor"])
+def test_unmapped_type_raises_error_naming_column_type_and_exclude_list(type_name: str) -> None:
+    with pytest.raises(UnsupportedSqlServerTypeError, match=rf"'col'.*'{type_name}'.*column\.exclude\.list"):
+        mapped(type_name)
+
+
+def test_unsupported_error_is_a_cdckit_unsupported_type_error_and_value_error() -> None:
+    assert issubclass(UnsupportedSqlServerTypeError, errors.UnsupportedTypeError)
+    assert issubclass(UnsupportedSqlServerTypeError, ValueError)
+
+
+def test_unknown_mode_value_is_rejected_with_the_allowed_values() -> None:
+    with pytest.raises(ValueError, match="adaptive, connect"):
+        mapped("date", SqlServerMappingSettings(time_precision_mode="adaptive_time_microseconds"))
+
+
+def test_type_name_is_matched_case_insensitively() -> None:
+    assert mapped("DateTime2", scale=7).schema["name"] == "io.debezium.time.NanoTimestamp"
+
+
+# ---- basic types (Table 10) ----
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(True, True), (False, False), (1, True), (0, False)])
+def test_bit_maps_to_boolean(raw: Any, expected: bool) -> None:
+    field = mapped("bit")
+    assert field.schema == schema("boolean")
+    assert field.convert(raw) is expected
+
+
+@pytest.mark.parametrize(("type_name", "literal", "low", "high"), [
+    ("tinyint", "int16", 0, 255),
+    ("smallint", "int16", -32768, 32767),
+    ("int", "int32", -(2**31), 2**31 - 1),
+    ("bigint", "int64", -(2**63), 2**63 - 1),
+])
+def test_integer_types_map_to_connect_integers_and_keep_extremes(type_name: str, literal: str, low: int,
+                                                                 high: int) -> None:
+    field = mapped(type_name)
+    assert field.schema == schema(literal)
+    assert (field.convert(low), field.convert(high)) == (low, high)
+
+
+def test_real_maps_to_float32_with_the_shortest_single_precision_digits() -> None:
+    field = mapped("real")
+    assert field.schema == schema("float")
+    assert field.convert(4.322999954223633) == 4.323  # what pyodbc returns for real 4.323
+    assert repr(field.convert(0.1)) == "0.1"
+    assert field.convert(-3.4028234663852886e38) == -3.4028235e38
+
+
+def test_float_maps_to_float64_unchanged() -> None:
+    field = mapped("float")
+    assert field.schema == schema("double")
+    assert field.convert(3.323) == 3.323
+
+
+@pytest.mark.parametrize("type_name", ["char", "varchar", "text", "nchar", "nvarchar", "ntext"])
+def test_character_types_map_to_plain_string_keeping_padding(type_name: str) -> None:
+    field = mapped(type_name)
+    assert field.schema == schema("string")
+    assert field.convert("c\u010d ") == "c\u010d "
+
+
+def test_xml_maps_to_debezium_xml_string() -> None:
+    field = mapped("xml")
+    assert field.schema == schema("string", "io.debezium.data.Xml")
+    assert field.convert("<a>b</a>") == "<a>b</a>"
+
+
+def test_uniqueidentifier_maps_to_plain_string_in_upper_case() -> None:
+    field = mapped("uniqueidentifier")
+    assert field.schema == schema("string")
+    value = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+    assert field.convert(value) == value.upper()
+    assert field.convert(uuid.UUID(value)) == value.upper()
+
+
+# ---- datetimeoffset ----
+
+
+def test_datetimeoffset_maps_to_zoned_timestamp_keeping_the_offset_as_debezium_does() -> None:
+    field = mapped("datetimeoffset", scale=7)
+    assert field.schema == schema("string", "io.debezium.time.ZonedTimestamp")
+    # the expectation of Debezium's AbstractSqlServerDatatypesTest
+    assert field.convert("2018-07-13 12:23:45.4560000 +11:00") == "2018-07-13T12:23:45.456+11:00"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2019-01-01 12:34:56.1234567 +00:00", "2019-01-01T12:34:56.1234567Z"),
+    ("2019-01-01 12:34:56.0000000 +00:00", "2019-01-01T12:34:56Z"),
+    ("2019-01-01 12:34:56 -00:00", "2019-01-01T12:34:56Z"),
+    ("2019-01-01T12:34:56.1200000Z", "2019-01-01T12:34:56.12Z"),
+    ("2020-01-01 00:30:00.0000001 +14:00", "2020-01-01T00:30:00.0000001+14:00"),
+    ("2019-12-31 23:30:00 -12:00", "2019-12-31T23:30:00-12:00"),
+    ("0001-01-01 00:00:00 +14:00", "0001-01-01T00:00:00+14:00"),
+    ("9999-12-31 23:59:59.9999999 -12:00", "9999-12-31T23:59:59.9999999-12:00"),
+    ("2024-02-29 05:45:00.5 +05:45", "2024-02-29T05:45:00.5+05:45"),
+])
+def test_datetimeoffset_text_keeps_local_fields_and_offset_across_midnight(text: str, expected: str) -> None:
+    assert mapped("datetimeoffset", scale=7).convert(text) == expected
+
+
+def test_datetimeoffset_accepts_aware_datetime_and_rejects_naive() -> None:
+    field = mapped("datetimeoffset", scale=7)
+    aware = datetime(2020, 1, 1, 0, 30, 0, 120000, tzinfo=timezone(timedelta(hours=14)))
+    assert field.convert(aware) == "2020-01-01T00:30:00.12+14:00"
+    assert field.convert(datetime(2020, 1, 1, tzinfo=timezone.utc)) == "2020-01-01T00:00:00Z"
+    with pytest.raises(ValueError, match="offset"):
+        field.convert(datetime(2020, 1, 1))
+
+
+def test_datetimeoffset_does_not_depend_on_time_precision_mode() -> None:
+    field = mapped("datetimeoffset", connect(), scale=3)
+    assert field.schema == schema("string", "io.debezium.time.ZonedTimestamp")
+    assert field.convert("2018-07-13 12:23:45.456 +11:00") == "2018-07-13T12:23:45.456+11:00"
+
+
+# ---- date ----
+
+
+@pytest.mark.parametrize(("settings", "name"), [
+    (SqlServerMappingSettings(), "io.debezium.time.Date"),
+    (connect(), "org.apache.kafka.connect.data.Date"),
+])
+def test_date_maps_to_int32_days_since_epoch(settings: SqlServerMappingSettings, name: str) -> None:
+    field = mapped("date", settings)
+    assert field.schema == schema("int32", name)
+    assert field.convert("2018-07-13") == 17_725
+    assert field.convert(date(2018, 7, 13)) == 17_725
+
+
+@pytest.mark.parametrize(("text", "days"), [("0001-01-01", -719_162), ("9999-12-31", 2_932_896),
+                                            ("2024-02-29", 19_782), ("1969-12-31", -1)])
+def test_date_edge_values(text: str, days: int) -> None:
+    assert mapped("date").convert(text) == days
+
+
+def test_date_rejects_a_day_that_does_not_exist() -> None:
+    with pytest.raises(ValueError, match="2023-02-29"):
+        mapped("date").convert("2023-02-29")
+
+
+# ---- time ----
+
+
+@pytest.mark.parametrize("scale", [0, 1, 2, 3])
+def test_time_0_to_3_maps_to_int32_milliseconds(scale: int) -> None:
+    field = mapped("time", scale=scale)
+    assert field.schema == schema("int32", "io.debezium.time.Time")
+    assert field.convert("10:23:45.68") == 37_425_680
+
+
+@pytest.mark.parametrize("scale", [4, 5, 6])
+def test_time_4_to_6_maps_to_int64_microseconds(scale: int) -> None:
+    field = mapped("time", scale=scale)
+    assert field.schema == schema("int64", "io.debezium.time.MicroTime")
+    assert field.convert("10:23:45.6789") == 37_425_678_900
+
+
+def test_time_7_maps_to_int64_nanoseconds_keeping_100ns_digits() -> None:
+    field = mapped("time", scale=7)
+    assert field.schema == schema("int64", "io.debezium.time.NanoTime")
+    assert field.convert("23:59:59.9999999") == 86_399_999_999_900
+    assert field.convert("00:00:00") == 0
+    with pytest.raises(ValueError, match="cannot parse time"):
+        field.convert("10:23")
+    assert field.convert(time(23, 59, 59, 999999)) == 86_399_999_999_000
+
+
+def test_time_in_connect_mode_maps_to_int32_milliseconds_truncating_sub_millisecond_digits() -> None:
+    field = mapped("time", connect(), scale=7)
+    assert field.schema == schema("int32", "org.apache.kafka.connect.data.Time")
+    assert field.convert("23:59:59.9999999") == 86_399_999
+    assert field.convert(time(10, 23, 45, 678900)) == 37_425_678
+
+
+def test_time_rejects_out_of_range_fields() -> None:
+    with pytest.raises(ValueError, match="24:00:00"):
+        mapped("time", scale=7).convert("24:00:00")
+
+
+# ---- datetime, smalldatetime, datetime2 ----
+
+
+def test_datetime_maps_to_millisecond_timestamp() -> None:
+    field = mapped("datetime", scale=3)
+    assert field.schema == schema("int64", "io.debezium.time.Timestamp")
+    assert field.convert("2018-07-13 13:23:45.780") == 1_531_488_225_780
+    assert field.convert(datetime(2018, 7, 13, 13, 23, 45, 780000)) == 1_531_488_225_780
+
+
+def test_smalldatetime_maps_to_millisecond_timestamp() -> None:
+    field = mapped("smalldatetime")
+    assert field.schema == schema("int64", "io.debezium.time.Timestamp")
+    assert field.convert("2018-07-13 14:24:00") == 1_531_491_840_000
+
+
+@pytest.mark.parametrize("type_name", ["datetime", "smalldatetime", "datetime2"])
+def test_timestamps_in_connect_mode_map_to_connect_timestamp_milliseconds(type_name: str) -> None:
+    field = mapped(type_name, connect(), scale=7)
+    assert field.schema == schema("int64", "org.apache.kafka.connect.data.Timestamp")
+    assert field.convert("2018-07-13 11:23:45.3400000") == 1_531_481_025_340
+
+
+@pytest.mark.parametrize("scale", [0, 1, 2, 3])
+def test_datetime2_0_to_3_maps_to_millisecond_timestamp(scale: int) -> None:
+    field = mapped("datetime2", scale=scale)
+    assert field.schema == schema("int64", "io.debezium.time.Timestamp")
+    assert field.convert("2018-07-13 11:23:45.34") == 1_531_481_025_340
+
+
+@pytest.mark.parametrize("scale", [4, 5, 6])
+def test_datetime2_4_to_6_maps_to_microsecond_timestamp_as_if_utc(scale: int) -> None:
+    field = mapped("datetime2", scale=scale)
+    assert field.schema == schema("int64", "io.debezium.time.MicroTimestamp")
+    assert field.convert("2018-06-20 15:13:16.945104") == 1_529_507_596_945_104  # the seed's example
+
+
+def test_datetime2_7_maps_to_nanosecond_timestamp() -> None:
+    field = mapped("datetime2", scale=7)
+    assert field.schema == schema("int64", "io.debezium.time.NanoTimestamp")
+    assert field.convert("2018-07-13 11:23:45.3400000") == 1_531_481_025_340_000_000
+    assert field.convert("2018-07-13T11:23:45.3400001") == 1_531_481_025_340_000_100
+    assert field.convert(datetime(2018, 7, 13, 11, 23, 45, 340000)) == 1_531_481_025_340_000_000
+
+
+def test_datetime2_7_outside_the_int64_range_wraps_like_java_long_arithmetic() -> None:
+    field = mapped("datetime2", scale=7)
+    high = 2_932_896 * NANOS_PER_DAY + NANOS_PER_DAY - 100
+    assert field.convert("9999-12-31 23:59:59.9999999") == java_long(high)
+    assert field.convert("0001-01-01 00:00:00.0000000") == java_long(-719_162 * NANOS_PER_DAY)
+
+
+def test_timestamp_edge_values_in_millis_and_micros() -> None:
+    assert mapped("datetime2", scale=3).convert("0001-01-01 00:00:00") == -62_135_596_800_000
+    assert mapped("datetime2", scale=6).convert("9999-12-31 23:59:59.999999") == 253_402_300_799_999_999
+    assert mapped("datetime2", scale=3).convert("2024-02-29 00:00:00.001") == 1_709_164_800_001
+
+
+def test_timestamps_before_the_epoch_round_toward_negative_infinity() -> None:
+    assert mapped("datetime2", scale=6).convert("1969-12-31 23:59:59.999999") == -1
+    assert mapped("datetime2", connect(), scale=7).convert("1969-12-31 23:59:59.9999999") == -1
+    assert mapped("datetime2", scale=7).convert("1969-12-31 23:59:59.9999999") == -100
+
+
+# ---- decimal, numeric, money, smallmoney ----
+
+
+def test_decimal_precise_maps_to_connect_decimal_bytes_with_scale_and_precision() -> None:
+    field = mapped("decimal", precision=6, scale=3)
+    assert field.schema == schema("bytes", "org.apache.kafka.connect.data.Decimal",
+                                  {"scale": "3", "connect.decimal.precision": "6"})
+    assert field.convert(Decimal("1.123")) == "BGM="
+    assert unb64(field.convert(Decimal("1.123"))) == 1123
+
+
+def test_numeric_without_declared_precision_uses_sql_server_default_18_0() -> None:
+    field = mapped("numeric")
+    assert field.schema["parameters"] == {"scale": "0", "connect.decimal.precision": "18"}
+    assert unb64(field.convert(Decimal("2"))) == 2
+
+
+@pytest.mark.parametrize(("value", "encoded"), [(0, "AA=="), (-1, "/w=="), (-128, "gA=="), (-129, "/38="),
+                                                (127, "fw=="), (128, "AIA=")])
+def test_scale_0_decimals_use_minimal_twos_complement(value: int, encoded: str) -> None:
+    assert mapped("numeric", precision=10, scale=0).convert(Decimal(value)) == encoded
+
+
+def test_decimal_38_0_maximum_round_trips() -> None:
+    field = mapped("decimal", precision=38, scale=0)
+    assert unb64(field.convert(Decimal(10**38 - 1))) == 10**38 - 1
+    assert unb64(field.convert(Decimal(-(10**38) + 1))) == -(10**38) + 1
+
+
+@pytest.mark.parametrize(("type_name", "precision"), [("money", "19"), ("smallmoney", "10")])
+def test_money_types_map_to_decimal_scale_4_with_fixed_precision(type_name: str, precision: str) -> None:
+    field = mapped(type_name, precision=99, scale=9)
+    assert field.schema == schema("bytes", "org.apache.kafka.connect.data.Decimal",
+                                  {"scale": "4", "connect.decimal.precision": precision})
+    assert unb64(field.convert(Decimal("6.323"))) == 63_230
+
+
+def test_money_extremes_are_the_int64_unscaled_bounds() -> None:
+    field = mapped("money")
+    assert field.convert(Decimal("-922337203685477.5808")) == base64.b64encode(b"\x80" + b"\x00" * 7).decode()
+    assert field.convert(Decimal("922337203685477.5807")) == base64.b64encode(b"\x7f" + b"\xff" * 7).decode()
+
+
+@pytest.mark.parametrize("type_name", ["decimal", "numeric", "money", "smallmoney"])
+def test_double_mode_maps_decimals_to_float64(type_name: str) -> None:
+    field = mapped(type_name, decimals("double"), precision=10, scale=4)
+    assert field.schema == schema("double")
+    assert field.convert(Decimal("12.3400")) == 12.34
+    assert field.convert(Decimal("-922337203685477.5808")) == -922337203685477.6
+
+
+@pytest.mark.parametrize("type_name", ["decimal", "numeric", "money", "smallmoney"])
+def test_string_mode_maps_decimals_to_plain_string_at_the_column_scale(type_name: str) -> None:
+    field = mapped(type_name, decimals("string"), precision=10, scale=4)
+    assert field.schema == schema("string")
+    assert field.convert(Decimal("12.34")) == "12.3400"
+    assert field.convert(Decimal("-0.0001")) == "-0.0001"
+
+
+def test_string_mode_keeps_money_extremes_exactly() -> None:
+    field = mapped("money", decimals("string"))
+    assert field.convert(Decimal("-922337203685477.5808")) == "-922337203685477.5808"
+    assert field.convert(Decimal("922337203685477.5807")) == "922337203685477.5807"
+
+
+def test_string_mode_scale_0_has_no_decimal_point() -> None:
+    assert mapped("decimal", decimals("string"), precision=38, scale=0).convert(Decimal(-(10**37))) == "-1" + "0" * 37
+
+
+# ---- binary ----
+
+
+@pytest.mark.parametrize("type_name", ["binary", "varbinary", "image", "timestamp", "rowversion"])
+def test_binary_types_map_to_bytes_written_as_base64_by_default(type_name: str) -> None:
+    field = mapped(type_name)
+    assert field.schema == schema("bytes")
+    assert field.convert(b"\x00\x00\x00\x00\x00\x00\x07\xd1") == "AAAAAAAAB9E="
+    assert field.convert(b"") == ""
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("base64", "+/8="), ("base64-url-safe", "-_8="), ("hex", "fbff")])
+def test_binary_handling_modes_map_to_encoded_strings(mode: str, expected: str) -> None:
+    field = mapped("varbinary", SqlServerMappingSettings(binary_handling_mode=mode))
+    assert field.schema == schema("string")
+    assert field.convert(b"\xfb\xff") == expected
+    assert field.convert(b"") == ""
+
+
+def test_binary_accepts_bytearray_memoryview_and_0x_text() -> None:
+    field = mapped("varbinary", SqlServerMappingSettings(binary_handling_mode="hex"))
+    assert field.convert(bytearray(b"\x01")) == "01"
+    assert field.convert(memoryview(b"\x02")) == "02"
+    assert field.convert("0x0A0B") == "0a0b"
+
+
+# ---- properties ----
+
+
+@given(st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1), st.integers(min_value=0, max_value=38))
+def test_decimal_bytes_round_trip_to_the_unscaled_value(unscaled: int, scale: int) -> None:
+    exact = Decimal(f"{unscaled}E-{scale}")  # Decimal.scaleb would round to 28 digits
+    encoded = mapped("decimal", precision=38, scale=scale).convert(exact)
+    raw = base64.b64decode(encoded)
+    assert int.from_bytes(raw, "big", signed=True) == unscaled
+    assert len(raw) == (unscaled.bit_length() if unscaled >= 0 else (~unscaled).bit_length()) // 8 + 1
+
+
+@given(st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31)),
+       st.integers(min_value=0, max_value=NANOS_PER_DAY // 100 - 1))
+def test_datetime2_7_text_gives_nanos_since_epoch_as_integer_arithmetic(day: date, ticks: int) -> None:
+    seconds, fraction = divmod(ticks, 10**7)
+    clock = time(seconds // 3600, seconds // 60 % 60, seconds % 60)
+    text = f"{day.isoformat()} {clock.isoformat()}.{fraction:07d}"
+    exact = (day - date(1970, 1, 1)).days * NANOS_PER_DAY + ticks * 100
+    assert mapped("datetime2", scale=7).convert(text) == java_long(exact)
+    assert mapped("datetime2", connect(), scale=7).convert(text) == exact // 10**6
+    assert mapped("time", scale=7).convert(text[11:]) == ticks * 100
