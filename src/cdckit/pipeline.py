@@ -38,6 +38,7 @@ from cdckit.dialect.postgres.replication import (
 )
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.spark.options import to_spark_options
 from cdckit.spark.sinks import WriteSummary, write_snapshot, write_stream_batch
 
 log = logging.getLogger("cdckit")
@@ -156,7 +157,7 @@ def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, cons
     options = config.as_properties(include_secrets=True)
     options["cdckit.snapshot.name"] = snapshot_name
     options["cdckit.snapshot.lsn"] = format_lsn(consistent_point)
-    return spark.read.format("cdckit_postgres_snapshot").options(**options).load()
+    return spark.read.format("cdckit_postgres_snapshot").options(**to_spark_options(options)).load()
 
 
 def _clear_snapshot_files(config: Config) -> None:
@@ -212,7 +213,7 @@ def run_stream(spark: SparkSession, config: Config,
         if max_batches and report.batches >= max_batches:
             enough.set()
 
-    stream = spark.readStream.format("cdckit_postgres_changes").options(**options).load()
+    stream = spark.readStream.format("cdckit_postgres_changes").options(**to_spark_options(options)).load()
     writer = stream.writeStream.foreachBatch(each_batch).option(
         "checkpointLocation", str(Path(config.str("cdckit.checkpoint.location")) / "stream"))
     if config.str("cdckit.trigger") == "available-now":

@@ -605,3 +605,15 @@ def test_property_timestamptz_matches_datetime_utc_conversion(moment: datetime, 
 @given(st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31)))
 def test_property_date_days_match_date_arithmetic(day: date) -> None:
     assert mapped("date").convert(f"{day.year:04d}-{day:%m-%d}") == (day - date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize(
+    ("type_name", "text"),
+    [("int4range", "[1,10)"), ("int8range", "[5,)"), ("numrange", "(1.5,2.5]"),
+     ("tsrange", '["2024-01-01 00:00:00","2024-02-01 00:00:00")'),
+     ("tstzrange", '["2024-01-01 00:00:00+00",)'), ("daterange", "[2024-01-01,2024-02-01)")],
+)
+def test_range_types_are_strings_of_their_text_form(type_name: str, text: str) -> None:
+    mapped = map_column(ColumnType("r", type_name, 0, -1, True), MappingSettings())
+    assert mapped.schema == {"type": "string", "optional": True, "field": "r"}
+    assert mapped.convert(text) == text

@@ -104,6 +104,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("key.converter.schemas.enable", "bool", True, "JsonConverter writes the key schema"),
     Property("value.converter.schemas.enable", "bool", True, "JsonConverter writes the value schema"),
     # -- cdckit: the Spark side ---------------------------------------------------------------------
+    Property("cdckit.message.format", "choice", "debezium", "message format: Debezium envelopes or Qlik Replicate "
+             "messages", choices=("debezium", "qlik")),
+    Property("cdckit.qlik.encoding", "choice", "json", "Qlik message encoding", choices=("json", "avro")),
+    Property("cdckit.qlik.task", "string", "", "Qlik lineage.task (default: the connector name)"),
+    Property("cdckit.qlik.server", "string", "", "Qlik lineage.server (default: topic.prefix)"),
     Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console")),
     Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
     Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",

@@ -18,8 +18,21 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk
 from cdckit.events import ChangeEvent, Position
-from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, event_rows, now_ms
+from cdckit.formats.debezium import schema_change
+from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings, source_block
+from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns, schema_change_payloads
+from cdckit.spark.options import from_spark_options
+from cdckit.spark.records import record_builder
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool, record
+
+
+class SchemaChangePartition(InputPartition):
+    """Emits one CREATE schema change record for a table (``include.schema.changes``, a PostgreSQL extension)."""
+
+    def __init__(self, table: TableInfo, tx_id: int) -> None:
+        super().__init__(("schema", table.schema, table.name))
+        self.table = table
+        self.tx_id = tx_id
 
 
 class SnapshotPartition(InputPartition):
@@ -39,7 +52,7 @@ class PostgresSnapshotDataSource(DataSource):
         return EVENT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PostgresSnapshotReader(dict(self.options))
+        return PostgresSnapshotReader(from_spark_options(self.options))
 
 
 class PostgresSnapshotReader(DataSourceReader):
@@ -64,28 +77,49 @@ class PostgresSnapshotReader(DataSourceReader):
             conn.close()
         by_name = {(t.schema, t.name): t for t in tables}
         partitions: list[InputPartition] = [SnapshotPartition(by_name[(c.schema, c.table)], c, tx_id) for c in chunks]
+        if option_bool(self.options, "include.schema.changes", False):
+            partitions = [SchemaChangePartition(t, tx_id) for t in tables] + partitions
         return partitions or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[EventRow]:
+        options = self.options
+        lsn = parse_lsn(options["cdckit.snapshot.lsn"])
+        if isinstance(partition, SchemaChangePartition):
+            yield schema_change_row(options, partition.table, lsn, partition.tx_id)
+            return
         if not isinstance(partition, SnapshotPartition):
             return
-        options = self.options
-        settings = format_settings(options)
-        table_format = TableFormat(partition.table, settings)
-        lsn = parse_lsn(options["cdckit.snapshot.lsn"])
+        table = partition.table
+        table_format = TableFormat(table, format_settings(options))
+        records = record_builder(options, lambda _event: (table, table_format), lambda event: str(event.tx_id))
         fetch_size = int(options.get("snapshot.fetch.size", "10240"))
         previous: dict[str, Any] | None = None
-        for row in read_chunk(options, options["cdckit.snapshot.name"], partition.table, partition.chunk, fetch_size):
+        for row in read_chunk(options, options["cdckit.snapshot.name"], table, partition.chunk, fetch_size):
             if previous is not None:
-                yield from self._rows(partition, table_format, previous, lsn, "true")
+                yield from records.rows(_read_event(partition, previous, lsn, "true"))
             previous = row
         if previous is not None:
             marker = "last" if partition.chunk.last else "true"
-            yield from self._rows(partition, table_format, previous, lsn, marker)
+            yield from records.rows(_read_event(partition, previous, lsn, marker))
 
-    @staticmethod
-    def _rows(partition: SnapshotPartition, table_format: TableFormat, row: dict[str, Any], lsn: int,
-              marker: str) -> list[EventRow]:
-        event = ChangeEvent(partition.table.schema, partition.table.name, "r", None, row, Position(lsn, lsn, 0),
-                            now_ms(), partition.tx_id, snapshot=marker, sequence=(None, lsn))
-        return event_rows(event, table_format, tombstones=False)
+
+def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str) -> ChangeEvent:
+    return ChangeEvent(partition.table.schema, partition.table.name, "r", None, row, Position(lsn, lsn, 0), now_ms(),
+                       partition.tx_id, snapshot=marker, sequence=(None, lsn))
+
+
+def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id: int) -> EventRow:
+    """The CREATE record of one table on the ``topic.prefix`` topic, in the SQL Server connector's format."""
+    settings = format_settings(options)
+    change = TableChange("CREATE", settings.database, table.schema, table.name, table.key_columns,
+                         tuple(describe_postgres_columns(table.columns)))
+    event = ChangeEvent(table.schema, table.name, "r", None, None, Position(lsn, lsn, -3), now_ms(), tx_id,
+                        snapshot="true", sequence=(None, lsn))
+    source = source_block(settings)
+    key, value = schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
+    key_text = dumps({"schema": schema_change.key_schema(settings.connector), "payload": key}
+                     if settings.key_schemas_enable else key)
+    value_text = dumps({"schema": schema_change.value_schema(settings.connector, source), "payload": value}
+                       if settings.value_schemas_enable else value)
+    return record(settings.topic_prefix, key_text, value_text, op="schema", position=event.position,
+                  ts_ms=event.source_ts_ms, table=f"{table.schema}.{table.name}")

@@ -33,7 +33,8 @@ from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.spark.records import RecordBuilder
+from cdckit.spark.options import from_spark_options
+from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow
 
 
@@ -53,7 +54,7 @@ class PostgresChangeDataSource(DataSource):
         return EVENT_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PostgresChangeStreamReader(dict(self.options))
+        return PostgresChangeStreamReader(from_spark_options(self.options))
 
 
 class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -121,18 +122,18 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         options = self.options
         settings = format_settings(options)
         conn = connect(options)
-        formats: dict[tuple[str, str], TableFormat] = {}
+        tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
 
         def table_for(relation: pgoutput.Relation) -> TableInfo | None:
             if not select_tables([(relation.namespace, relation.name)], options):
                 return None
             table = load_table(conn, relation.namespace, relation.name, options)
-            formats[(table.schema, table.name)] = TableFormat(table, settings)
+            tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
             return table
 
         yugabyte = settings.connector == "YugabyteDB"
-        records = RecordBuilder(
-            options, settings, lambda event: formats[(event.schema, event.table)],
+        records = record_builder(
+            options, lambda event: tables[(event.schema, event.table)],
             # Debezium's PostgreSQL connector names a transaction by its xid; the YugabyteDB connector by xid:LSN.
             lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id))
         decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)

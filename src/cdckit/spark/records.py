@@ -5,18 +5,34 @@ heartbeats. Dialect-neutral; the stream readers of every source feed their event
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from cdckit.events import ChangeEvent
+from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats import qlik
 from cdckit.formats.debezium import transaction as tx
 from cdckit.formats.debezium.envelope import (
     FormatSettings,
     TableFormat,
     dumps,
+    format_settings,
     heartbeat_messages,
     heartbeat_topic,
 )
-from cdckit.spark.rows import EventRow, event_rows, option_bool
+from cdckit.formats.qlik import postgres as qlik_pg
+from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record
+
+
+class Records(Protocol):
+    def rows(self, event: ChangeEvent) -> Iterator[EventRow]: ...
+
+
+def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], tuple[TableInfo, TableFormat]],
+                   transaction_id: Callable[[ChangeEvent], str]) -> Records:
+    """The builder ``cdckit.message.format`` asks for (Debezium envelopes by default, or Qlik messages)."""
+    if options.get("cdckit.message.format", "debezium") == "qlik":
+        return QlikRecordBuilder(options, lambda event: tables(event)[0])
+    return RecordBuilder(options, format_settings(options), lambda event: tables(event)[1], transaction_id)
 
 
 class RecordBuilder:
@@ -45,13 +61,12 @@ class RecordBuilder:
         position = event.position
         if event.op == "hb":
             key, value = heartbeat_messages(self.settings, event.source_ts_ms)
-            yield (self.heartbeat_topic, key, value, [], None, "hb", position.commit_lsn, position.lsn, 0,
-                   event.source_ts_ms)
+            yield record(self.heartbeat_topic, key, value, op="hb", position=position, ts_ms=event.source_ts_ms)
             return
         if event.op == "txend":
             end = self.tracker.end() if self.with_transactions else None
             if end is not None:
-                yield self._transaction_row(end, position.commit_lsn, position.lsn, 0, event.source_ts_ms)
+                yield self._transaction_row(end, position, 0, event.source_ts_ms)
             return
         if event.op in self.skipped:
             return
@@ -63,12 +78,92 @@ class RecordBuilder:
             begin, block = self.tracker.data_event(f"{event.schema}.{event.table}" if not self.settings.is_sqlserver
                                                    else f"{table_format.database}.{event.schema}.{event.table}")
             if begin is not None:
-                yield self._transaction_row(begin, position.commit_lsn, position.lsn, -1, event.source_ts_ms)
+                yield self._transaction_row(begin, position, -1, event.source_ts_ms)
             event.extra["transaction"] = block
         yield from event_rows(event, table_format, self.tombstones)
 
-    def _transaction_row(self, payload: dict[str, Any], commit_lsn: int, lsn: int, serial: int,
-                         ts_ms: int) -> EventRow:
+    def _transaction_row(self, payload: dict[str, Any], position: Position, serial: int, ts_ms: int) -> EventRow:
         key = tx.wrap({"id": payload["id"]}, tx.KEY_SCHEMA, self.settings.key_schemas_enable)
         value = tx.wrap(payload, tx.VALUE_SCHEMA, self.settings.value_schemas_enable)
-        return (self.transaction_topic, dumps(key), dumps(value), [], None, "tx", commit_lsn, lsn, serial, ts_ms)
+        return record(self.transaction_topic, dumps(key), dumps(value), op="tx", position=position, ts_ms=ts_ms,
+                      serial=serial)
+
+
+_QLIK_OPERATIONS = {"r": "REFRESH", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}
+
+
+class QlikRecordBuilder:
+    """Qlik Replicate messages for a batch's events (``cdckit.message.format=qlik``), PostgreSQL tables.
+
+    Each table's metadata message precedes its first data message in every batch (and every snapshot partition),
+    so a consumer starting anywhere meets the structure before the data. ``transactionLastEvent`` needs the next
+    event, so data messages are held back by one event until the next event or the transaction's end.
+    Heartbeats and tombstones have no Qlik equivalent and are not written.
+    """
+
+    def __init__(self, options: Mapping[str, str], table_for: Callable[[ChangeEvent], TableInfo]) -> None:
+        self.settings = qlik.QlikSettings(server=options.get("cdckit.qlik.server") or options["topic.prefix"],
+                                          task=options.get("cdckit.qlik.task") or options.get("name") or "cdckit",
+                                          encoding=options.get("cdckit.qlik.encoding", "json"))  # type: ignore[arg-type]
+        self.prefix = options["topic.prefix"]
+        self.table_for = table_for
+        self.skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+        self.tables: dict[tuple[str, str], qlik.QlikTable] = {}
+        self.pending: ChangeEvent | None = None
+        self.counter = 0
+
+    def rows(self, event: ChangeEvent) -> Iterator[EventRow]:
+        if event.op == "txend":
+            yield from self._flush(last=True)
+            self.counter = 0
+            return
+        if event.op not in _QLIK_OPERATIONS or event.op in self.skipped:
+            return
+        if event.op == "r":
+            yield from self._emit(event, last=False)
+            return
+        yield from self._flush(last=False)
+        self.pending = event
+
+    def _flush(self, last: bool) -> Iterator[EventRow]:
+        if self.pending is not None:
+            event, self.pending = self.pending, None
+            yield from self._emit(event, last)
+
+    def _emit(self, event: ChangeEvent, last: bool) -> Iterator[EventRow]:
+        info = self.table_for(event)
+        topic = f"{self.prefix}.{info.schema}.{info.name}"
+        table = self.tables.get((info.schema, info.name))
+        if table is None:
+            table = qlik_pg.qlik_table(info.schema, info.name, info.columns, info.key_columns)
+            self.tables[(info.schema, info.name)] = table
+            metadata = qlik.metadata_message(table, self.settings, qlik.format_timestamp(now_ms()))
+            yield record(topic, None, self._value(qlik.encode_metadata(metadata, self.settings)), op="qlik-metadata",
+                         position=event.position, ts_ms=event.source_ts_ms, table=f"{info.schema}.{info.name}",
+                         serial=-2)
+        operation = _QLIK_OPERATIONS[event.op]
+        row = event.before if event.op == "d" else event.after
+        data = qlik_pg.qlik_row(info.columns, row) or {}
+        if event.op == "d" and all(v is None for k, v in (row or {}).items() if k not in info.key_columns):
+            data = {k: v for k, v in data.items() if k in info.key_columns}  # only the key is known
+        before = qlik_pg.qlik_row(info.columns, event.before) if event.op == "u" else None
+        position = event.position
+        if event.op != "r":
+            self.counter += 1
+        change = qlik.QlikChange(
+            operation, data, before,  # type: ignore[arg-type]
+            change_sequence=qlik_pg.change_sequence(position.commit_lsn, position.lsn, position.serial),
+            timestamp=qlik.format_timestamp(event.source_ts_ms),
+            stream_position=qlik_pg.stream_position(position.lsn),
+            transaction_id=qlik_pg.transaction_id(event.tx_id or 0),
+            transaction_event_counter=self.counter,
+            transaction_last_event=last,
+        )
+        message = qlik.data_message(table, change, self.settings)
+        by_name = {column.name: column for column in table.columns}
+        key = dumps({name: qlik.json_value(by_name[name], data.get(name)) for name in info.key_columns})
+        yield record(topic, key, self._value(qlik.encode_data(table, message, self.settings)), op=event.op,
+                     position=position, ts_ms=event.source_ts_ms, table=f"{info.schema}.{info.name}")
+
+    def _value(self, encoded: bytes) -> str | bytes:
+        return encoded.decode("utf-8") if self.settings.encoding == "json" else encoded

@@ -6,8 +6,9 @@ Files layout (``cdckit.output.path``)::
     <output>/<topic>/stream-000000000012.jsonl  events of micro-batch 12, in position order
 
 Each line is one Kafka record: ``{"topic": ..., "key": <key JSON>, "value": <value JSON or null>,
-"headers": [...]}``. Files are written to a temporary name and renamed, and a replayed batch
-rewrites the same file, so a restart never leaves partial or duplicate files behind.
+"headers": [...]}``; a binary (Avro) value is a base64 string followed by ``"valueEncoding": "base64"``.
+Files are written to a temporary name and renamed, and a replayed batch rewrites the same file, so a restart
+never leaves partial or duplicate files behind.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ WriteSummary = dict[str, int]
 
 
 def record_line(row: Row) -> str:
-    headers = [{"key": h["key"], "value": base64.b64encode(h["value"]).decode() if h["value"] is not None else None}
-               for h in (row["headers"] or [])]
-    header_text = "[" + ",".join(
-        '{"key":' + _json_string(h["key"]) + ',"value":' + (_json_string(h["value"]) if h["value"] else "null") + "}"
-        for h in headers) + "]"
-    return ('{"topic":' + _json_string(row["topic"]) + ',"key":' + (row["key"] or "null") + ',"value":'
-            + (row["value"] if row["value"] is not None else "null") + ',"headers":' + header_text + "}")
+    """One record as a JSON line; a binary value (Avro) is written base64-encoded with ``"valueEncoding"``."""
+    headers = "[" + ",".join(
+        '{"key":' + _json_string(h["key"]) + ',"value":'
+        + (_json_string(base64.b64encode(h["value"]).decode()) if h["value"] is not None else "null") + "}"
+        for h in (row["headers"] or [])) + "]"
+    binary = row["value_binary"]
+    if binary is not None:
+        value = _json_string(base64.b64encode(binary).decode()) + ',"valueEncoding":"base64"'
+    else:
+        value = row["value"] if row["value"] is not None else "null"
+    return ('{"topic":' + _json_string(row["topic"]) + ',"key":' + (row["key"] or "null") + ',"value":' + value
+            + ',"headers":' + headers + "}")
 
 
 def _json_string(text: str) -> str:

@@ -148,12 +148,17 @@ def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, 
         cur.execute(_COLUMNS_SQL, (oid,))
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
-                       optional=bool(optional), enum_values=_enum_labels(labels))
+                       optional=_pg_bool(optional), enum_values=_enum_labels(labels))
             for name, optional, type_oid, type_name, modifier, labels in cur.fetchall())
         cur.execute(_KEY_SQL, (oid,))
         key_columns = tuple(str(row[0]) for row in cur.fetchall())
     return TableInfo(schema, table, oid, columns, key_columns, replica_identity, estimated_rows,
                      column_filter=_column_filter(schema, table, columns, key_columns, options))
+
+
+def _pg_bool(value: object) -> bool:
+    """A boolean column as the raw-text typecaster ('t'/'f') or psycopg2 (True/False) returns it."""
+    return value is True or value in ("t", "true")
 
 
 def _enum_labels(labels: object) -> tuple[str, ...] | None:

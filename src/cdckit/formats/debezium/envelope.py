@@ -146,6 +146,31 @@ class _Field:
     mapped: MappedField
     mapping: ColumnMapping
     placeholder: bool  # an unavailable value is written as the Debezium placeholder (else null)
+    fallback: Any  # what a NOT NULL column holds when the source sent no value (a key-only before image)
+
+
+# Debezium's JdbcValueConverters give a required column without a value its type's neutral value.
+_FALLBACK_BY_NAME: dict[str, Any] = {
+    "io.debezium.time.ZonedTimestamp": "1970-01-01T00:00:00Z",
+    "io.debezium.time.ZonedTime": "00:00:00Z",
+    "org.apache.kafka.connect.data.Decimal": "AA==",
+    "io.debezium.data.VariableScaleDecimal": {"scale": 0, "value": "AA=="},
+}
+_FALLBACK_BY_TYPE: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0,
+                                     "boolean": False, "string": "", "bytes": ""}
+
+
+def _fallback(schema: Mapping[str, Any]) -> Any:
+    if schema.get("optional", True):
+        return None
+    name = schema.get("name")
+    if name in _FALLBACK_BY_NAME:
+        return _FALLBACK_BY_NAME[name]
+    if schema["type"] == "array":
+        return []
+    if schema["type"] == "map":
+        return {}
+    return _FALLBACK_BY_TYPE.get(str(schema["type"]))
 
 
 class TableFormat:
@@ -217,7 +242,8 @@ class TableFormat:
         schema = {**mapped.schema, "field": json_name}
         if mapping.parameters:
             schema = _with_parameters(schema, mapping.parameters)
-        return _Field(column.name, json_name, MappedField(schema, mapped.convert), mapping, placeholder)
+        return _Field(column.name, json_name, MappedField(schema, mapped.convert), mapping, placeholder,
+                      _fallback(schema))
 
     def _value_schema(self, value_field: _Field) -> dict[str, Any]:
         schema = value_field.mapped.schema
@@ -241,7 +267,7 @@ class TableFormat:
             if value is UNAVAILABLE:
                 out[f.json_name] = None if wrap or not f.placeholder else UNAVAILABLE_VALUE
                 continue
-            converted = _convert(f.mapped.convert, value)
+            converted = _convert(f.mapped.convert, value) if value is not None else f.fallback
             if f.mapping.mapper is not None:
                 converted = f.mapping.mapper(converted)
             out[f.json_name] = {"value": converted, "set": True} if wrap else converted

@@ -293,6 +293,8 @@ TYPE_REGISTRY: dict[str, TypeRow] = {
     "money": _MONEY_ROW,
     **{name: _STRING_ROW for name in ("char", "bpchar", "varchar", "text", "name", "citext")},
     **{name: _STRING_ROW for name in ("inet", "cidr", "macaddr", "macaddr8")},
+    # Range types: their text form, e.g. '[1,10)' (seed 002's INT4RANGE ... DATERANGE rows).
+    **{name: _STRING_ROW for name in ("int4range", "int8range", "numrange", "tsrange", "tstzrange", "daterange")},
     "bytea": TypeRow("binary_handling_mode", {mode: _bytea_rule(mode) for mode in pv.BINARY_ENCODERS}),
     "date": _DATE_ROW,
     "time": _TIME_ROW,
