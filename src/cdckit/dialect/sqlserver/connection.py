@@ -1,0 +1,73 @@
+"""Connections to SQL Server over pyodbc, with clear errors and no secret in any message."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cdckit.errors import SourceConnectionError
+
+DEFAULT_DRIVER = "ODBC Driver 18 for SQL Server"
+
+
+def connection_string(options: Mapping[str, str], database: str | None = None) -> str:
+    """An ODBC connection string from ``database.*`` properties (values braced so ``;`` cannot inject)."""
+    def braced(value: str) -> str:
+        return "{" + value.replace("}", "}}") + "}"
+
+    parts = {
+        "DRIVER": braced(options.get("database.driver", DEFAULT_DRIVER)),
+        "SERVER": f"{options['database.hostname']},{options.get('database.port', '1433')}",
+        "DATABASE": braced(database or options.get("database.names", "").split(",")[0].strip()),
+        "UID": braced(options.get("database.user", "")),
+        "PWD": braced(options.get("database.password", "")),
+        "Encrypt": "yes" if options.get("database.encrypt", "true").lower() == "true" else "no",
+        "TrustServerCertificate": "yes" if options.get("database.trustServerCertificate", "false").lower() == "true"
+        else "no",
+        "APP": "cdckit",
+    }
+    if options.get("database.applicationIntent"):
+        parts["ApplicationIntent"] = options["database.applicationIntent"]
+    return ";".join(f"{key}={value}" for key, value in parts.items())
+
+
+def _factory(options: Mapping[str, str]) -> Callable[[str], Any]:
+    target = options.get("cdckit.sqlserver.connection.factory", "")
+    if not target:
+        try:
+            import pyodbc
+        except ImportError as exc:
+            raise SourceConnectionError(
+                f"pyodbc cannot be loaded ({exc}); install cdckit[sqlserver] and an ODBC driver "
+                f"(Microsoft ODBC Driver 18 for SQL Server, or FreeTDS with unixODBC)") from None
+        return pyodbc.connect  # type: ignore[no-any-return]
+    module_name, _, function = target.partition(":")
+    return getattr(importlib.import_module(module_name), function)  # type: ignore[no-any-return]
+
+
+def connect(options: Mapping[str, str], database: str | None = None, autocommit: bool = True) -> Any:
+    """Open a connection; failures name the server, the user and the property to fix, never the password."""
+    text = connection_string(options, database)
+    model_path = options.get("cdckit.sqlserver.model.path")
+    if model_path:
+        text += f";MODEL={model_path}"
+    where = f"{options['database.hostname']}:{options.get('database.port', '1433')}"
+    try:
+        conn = _factory(options)(text)
+    except SourceConnectionError:
+        raise
+    except Exception as exc:  # pyodbc.Error and driver errors
+        detail = " ".join(str(exc).replace(options.get("database.password", "") or "\0", "********").split())
+        lowered = detail.lower()
+        if "login failed" in lowered:
+            raise SourceConnectionError(f"{where} refused login {options.get('database.user')!r}: check "
+                                        f"database.user and database.password") from None
+        if "cannot open database" in lowered:
+            raise SourceConnectionError(f"database {database!r} on {where} cannot be opened by "
+                                        f"{options.get('database.user')!r}; check database.names and the "
+                                        f"user's access") from None
+        raise SourceConnectionError(f"connecting to SQL Server at {where} failed: {detail}; check "
+                                    f"database.hostname, database.port and the ODBC driver") from None
+    conn.autocommit = autocommit
+    return conn

@@ -1,0 +1,139 @@
+"""Every T-SQL statement cdckit sends to SQL Server, in one place.
+
+Values are always bound (``?``, pyodbc's parameter style); identifiers (database, schema, table, capture
+instance, column names) come from SQL Server's own catalog and are quoted with ``quote_name``. Each statement
+is a template whose ``{db}`` placeholder takes a quoted database name; tests parse every rendered statement
+with sqlglot's T-SQL dialect, and the in-process model of SQL Server (``cdckit.lab.sqlserver_model``) answers
+exactly these statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def quote_name(name: str) -> str:
+    """T-SQL QUOTENAME: ``[name]`` with ``]`` doubled."""
+    return "[" + name.replace("]", "]]") + "]"
+
+
+# -- server and database ----------------------------------------------------------------------------------
+PRODUCT_VERSION = "SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128))"
+
+DATABASE_CDC_ENABLED = "SELECT is_cdc_enabled FROM sys.databases WHERE name = ?"
+
+AGENT_RUNNING = (
+    "SELECT CASE WHEN dss.[status] = 4 THEN 1 ELSE 0 END AS is_running "
+    "FROM sys.dm_server_services dss WHERE dss.[servicename] LIKE N'SQL Server Agent (%'"
+)
+
+MAX_LSN = "SELECT {db}.sys.fn_cdc_get_max_lsn()"
+
+MIN_LSN = "SELECT {db}.sys.fn_cdc_get_min_lsn(?)"
+
+INCREMENT_LSN = "SELECT {db}.sys.fn_cdc_increment_lsn(?)"
+
+# -- capture instances and their columns ------------------------------------------------------------------
+CAPTURE_INSTANCES = (
+    "SELECT s.name AS schema_name, t.name AS table_name, ct.capture_instance, ct.start_lsn, ct.object_id, "
+    "ct.source_object_id "
+    "FROM {db}.cdc.change_tables ct "
+    "JOIN {db}.sys.tables t ON t.object_id = ct.source_object_id "
+    "JOIN {db}.sys.schemas s ON s.schema_id = t.schema_id "
+    "ORDER BY s.name, t.name, ct.create_date"
+)
+
+CAPTURED_COLUMNS = (
+    "SELECT cc.column_name, cc.column_ordinal, c.column_id, ty.name AS type_name, c.max_length, c.precision, "
+    "c.scale, c.is_nullable, c.is_identity "
+    "FROM {db}.cdc.captured_columns cc "
+    "JOIN {db}.sys.columns c ON c.object_id = ? AND c.name = cc.column_name "
+    "JOIN {db}.sys.types ty ON ty.user_type_id = c.user_type_id "
+    "WHERE cc.object_id = ? ORDER BY cc.column_ordinal"
+)
+
+PRIMARY_KEY_COLUMNS = (
+    "SELECT c.name FROM {db}.sys.indexes i "
+    "JOIN {db}.sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id "
+    "JOIN {db}.sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id "
+    "WHERE i.object_id = ? AND i.is_primary_key = 1 ORDER BY ic.key_ordinal"
+)
+
+INDEX_COLUMNS = (
+    "SELECT column_name FROM {db}.cdc.index_columns WHERE object_id = ? ORDER BY index_ordinal"
+)
+
+DDL_HISTORY = (
+    "SELECT source_object_id, object_id, ddl_command, ddl_lsn, ddl_time "
+    "FROM {db}.cdc.ddl_history WHERE ddl_lsn > ? ORDER BY ddl_lsn"
+)
+
+# -- changes ----------------------------------------------------------------------------------------------
+# The n-th transaction after a position (max.iteration.transactions): commit LSNs from the time mapping.
+NTH_TRANSACTION_LSN = (
+    "SELECT MAX(start_lsn) FROM (SELECT TOP (?) start_lsn FROM {db}.cdc.lsn_time_mapping "
+    "WHERE start_lsn > ? AND tran_id <> 0x00 ORDER BY start_lsn) AS next_transactions"
+)
+
+# Changes per commit LSN in a range (admission control, whole transactions only).
+CHANGE_COUNTS = (
+    "SELECT TOP (?) [__$start_lsn], COUNT(*) FROM {db}.cdc.{change_table} "
+    "WHERE [__$start_lsn] > ? AND [__$start_lsn] <= ? AND [__$operation] <> 3 "
+    "GROUP BY [__$start_lsn] ORDER BY [__$start_lsn]"
+)
+
+
+def changes_query(db: str, capture_instance: str, columns: Sequence[str]) -> str:
+    """All changes of a capture instance with commit LSN in [from, to], update pairs as rows 3 and 4."""
+    selected = ", ".join(quote_name(column) for column in columns)
+    function = quote_name(f"fn_cdc_get_all_changes_{capture_instance}")
+    return (
+        f"SELECT [__$start_lsn], [__$seqval], [__$operation], [__$update_mask], {selected}, "
+        f"{db}.sys.fn_cdc_map_lsn_to_time([__$start_lsn]) AS [__$commit_time] "
+        f"FROM {db}.cdc.{function}(?, ?, N'all update old') "
+        f"ORDER BY [__$start_lsn], [__$seqval], [__$operation]"
+    )
+
+
+def change_table(capture_instance: str) -> str:
+    return quote_name(f"{capture_instance}_CT")
+
+
+# -- snapshot ---------------------------------------------------------------------------------------------
+def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: Sequence[str],
+                lower_bounded: bool, upper_bounded: bool) -> str:
+    """The rows of one chunk: ``key >= ?`` and ``key < ?`` on a single-column key, in key order."""
+    selected = ", ".join(quote_name(column) for column in columns)
+    conditions = []
+    if key and lower_bounded:
+        conditions.append(f"{quote_name(key[0])} >= ?")
+    if key and upper_bounded:
+        conditions.append(f"{quote_name(key[0])} < ?")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    order = f" ORDER BY {', '.join(quote_name(k) for k in key)}" if key else ""
+    return f"SELECT {selected} FROM {db}.{quote_name(schema)}.{quote_name(table)}{where}{order}"
+
+
+def key_bounds(db: str, schema: str, table: str, key: str) -> str:
+    return (f"SELECT MIN({quote_name(key)}), MAX({quote_name(key)}), COUNT_BIG(*) "
+            f"FROM {db}.{quote_name(schema)}.{quote_name(table)}")
+
+
+SET_ISOLATION = {
+    "read_uncommitted": "SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+    "read_committed": "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "repeatable_read": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    "snapshot": "SET TRANSACTION ISOLATION LEVEL SNAPSHOT",
+    "exclusive": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+}
+
+
+def lock_table(db: str, schema: str, table: str) -> str:
+    """``snapshot.isolation.mode=exclusive``: hold an exclusive table lock while the schema is read."""
+    return f"SELECT TOP (0) * FROM {db}.{quote_name(schema)}.{quote_name(table)} WITH (TABLOCKX)"
+
+
+# -- signals (ad hoc incremental snapshots) ---------------------------------------------------------------
+def read_signals(db: str, signal_table: str) -> str:
+    schema, _, table = signal_table.rpartition(".")
+    return (f"SELECT [id], [type], [data] FROM {db}.{quote_name(schema or 'dbo')}.{quote_name(table)}")
