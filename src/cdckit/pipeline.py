@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.catalog import TableInfo, check_server, discover_tables
+from cdckit.dialect.postgres.catalog import check_server, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import (
@@ -39,37 +37,10 @@ from cdckit.dialect.postgres.replication import (
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.sinks import WriteSummary, write_snapshot, write_stream_batch
+from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 log = logging.getLogger("cdckit")
-
-
-@dataclass
-class SnapshotReport:
-    status: str  # "completed", "skipped" (already complete) or "no_data"
-    slot_name: str
-    consistent_point: str
-    tables: list[str]
-    rows_per_topic: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def rows(self) -> int:
-        return sum(self.rows_per_topic.values())
-
-
-@dataclass
-class StreamReport:
-    batches: int = 0
-    events_per_topic: dict[str, int] = field(default_factory=dict)
-    last_offset: str | None = None
-    confirmed_flush_lsn: str | None = None
-    seconds: float = 0.0
-    snapshot: SnapshotReport | None = None
-
-    @property
-    def events(self) -> int:
-        return sum(self.events_per_topic.values())
 
 
 def _state_file(config: Config) -> Path:
@@ -89,8 +60,12 @@ def _write_snapshot_state(config: Config, state: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
-def prepare_source(config: Config) -> tuple[dict[str, str], list[TableInfo]]:
-    """Connect, check the server and the tables, and make sure the publication covers them."""
+def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
+    """Connect, check the server and the tables (and for PostgreSQL make sure the publication covers them)."""
+    if config.is_sqlserver:
+        from cdckit import sqlserver_pipeline
+
+        return sqlserver_pipeline.prepare_source(config)  # type: ignore[no-any-return]
     options = config.as_properties(include_secrets=True)
     conn = connect(options)
     try:
@@ -107,6 +82,10 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[TableInfo]]:
 
 def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
     """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data)."""
+    if config.is_sqlserver:
+        from cdckit import sqlserver_pipeline
+
+        return sqlserver_pipeline.run_snapshot(spark, config, data=data)
     started = time.monotonic()
     options, tables = prepare_source(config)
     slot_name = config.str("slot.name")
@@ -171,9 +150,9 @@ def _clear_snapshot_files(config: Config) -> None:
 def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport | None:
     """Do what ``snapshot.mode`` asks before streaming; returns the snapshot report when one ran."""
     mode = config.str("snapshot.mode")
-    if mode in ("initial", "initial_only"):
+    if mode in ("initial", "initial_only", "when_needed"):
         return run_snapshot(spark, config)
-    if mode == "no_data" and not read_snapshot_state(config):
+    if mode in ("no_data", "schema_only") and not read_snapshot_state(config):
         return run_snapshot(spark, config, data=False)
     options, _ = prepare_source(config)
     conn = connect(options)
@@ -191,52 +170,23 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
 def run_stream(spark: SparkSession, config: Config,
                on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamReport:
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``."""
+    if config.is_sqlserver:
+        from cdckit import sqlserver_pipeline
+
+        return sqlserver_pipeline.run_stream(spark, config, on_batch)
     started = time.monotonic()
     report = StreamReport()
     report.snapshot = ensure_stream_start(spark, config)
     if config.str("snapshot.mode") == "initial_only":
         return report
     options = config.as_properties(include_secrets=True)
-    sink, output = config.str("cdckit.sink"), config.str("cdckit.output.path")
-    totals: Counter[str] = Counter()
-    enough = threading.Event()
-    last_batch_id = [-1]
-    max_batches = config.int("cdckit.stream.max.batches")
-
-    def each_batch(batch: DataFrame, batch_id: int) -> None:
-        summary = write_stream_batch(batch, batch_id, sink, output)
-        totals.update(summary)
-        report.batches += 1
-        last_batch_id[0] = batch_id
-        if on_batch is not None:
-            on_batch(batch_id, summary)
-        if max_batches and report.batches >= max_batches:
-            enough.set()
-
-    stream = spark.readStream.format("cdckit_postgres_changes").options(**to_spark_options(options)).load()
-    writer = stream.writeStream.foreachBatch(each_batch).option(
-        "checkpointLocation", str(Path(config.str("cdckit.checkpoint.location")) / "stream"))
-    if config.str("cdckit.trigger") == "available-now":
-        writer = writer.trigger(availableNow=True)
-    else:
-        interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
-        writer = writer.trigger(processingTime=interval)
-    query = writer.queryName(f"cdckit_{config.str('slot.name')}").start()
-    try:
-        while query.isActive:
-            if enough.wait(0.05) and _progress_batch(query) >= last_batch_id[0]:
-                # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
-                # and replayed by the next run.
-                query.stop()
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
+    query = run_query(spark, config, "cdckit_postgres_changes", options, f"cdckit_{config.str('slot.name')}",
+                      report, on_batch)
     report.last_offset = _last_committed_lsn(query)
     if report.last_offset is not None:
         # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last
         # batch Spark completed (its progress is reported only after the batch is committed).
         _acknowledge(config, report.last_offset)
-    report.events_per_topic = dict(sorted(totals.items()))
     report.confirmed_flush_lsn = _confirmed_flush(config)
     if config.bool("slot.drop.on.stop"):
         options = config.as_properties(include_secrets=True)
@@ -249,12 +199,6 @@ def run_stream(spark: SparkSession, config: Config,
                     "cdckit", config.str("slot.name"))
     report.seconds = round(time.monotonic() - started, 3)
     return report
-
-
-def _progress_batch(query: StreamingQuery) -> int:
-    """The id of the last batch the query reported complete (committed), or -1."""
-    progress = query.lastProgress
-    return int(progress["batchId"]) if progress else -1
 
 
 def _last_committed_lsn(query: StreamingQuery) -> str | None:

@@ -20,6 +20,8 @@ from cdckit.config.properties import (
     BY_NAME,
     IGNORED_PREFIXES,
     PASSTHROUGH_PREFIXES,
+    POSTGRES_CONNECTOR,
+    SQLSERVER_CONNECTOR,
     YUGABYTEDB_CONNECTOR,
     Property,
 )
@@ -60,6 +62,10 @@ class Config:
         value = self._values[name]
         assert isinstance(value, tuple)
         return value
+
+    @property
+    def is_sqlserver(self) -> builtins.bool:
+        return self._values["connector.class"] == SQLSERVER_CONNECTOR
 
     @property
     def is_yugabytedb(self) -> builtins.bool:
@@ -294,6 +300,13 @@ def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
     for op in skipped:
         if op not in _SKIPPABLE_OPS:
             problems.append(f"skipped.operations entry {op!r} is not one of c, u, d, t, none")
+    if values.get("connector.class") == SQLSERVER_CONNECTOR and not values.get("database.names"):
+        problems.append("database.names is required for SQL Server (the databases to capture, comma-separated); "
+                        "set it in the configuration file or with --set database.names=...")
+    elif values.get("connector.class") in (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR) \
+            and not values.get("database.dbname"):
+        problems.append("database.dbname is required (database to capture); set it in the configuration file or "
+                        "with --set database.dbname=...")
     if values.get("plugin.name") == "yboutput" and values.get("connector.class") != YUGABYTEDB_CONNECTOR:
         problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
                         "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 YUGABYTEDB_CONNECTOR = "io.debezium.connector.postgresql.YugabyteDBConnector"
-SUPPORTED_CONNECTORS = (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR)
+SQLSERVER_CONNECTOR = "io.debezium.connector.sqlserver.SqlServerConnector"
+SUPPORTED_CONNECTORS = (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR, SQLSERVER_CONNECTOR)
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 
@@ -33,7 +34,7 @@ class Property:
 
 
 def _port_default(connector_class: str) -> int:
-    return 5433 if connector_class == YUGABYTEDB_CONNECTOR else 5432
+    return {YUGABYTEDB_CONNECTOR: 5433, SQLSERVER_CONNECTOR: 1433}.get(connector_class, 5432)
 
 
 PROPERTIES: tuple[Property, ...] = (
@@ -46,7 +47,14 @@ PROPERTIES: tuple[Property, ...] = (
              default_for=_port_default),
     Property("database.user", "string", None, "user with REPLICATION and SELECT privileges", required=True),
     Property("database.password", "password", None, "password of database.user", required=True),
-    Property("database.dbname", "string", None, "database to capture", required=True),
+    Property("database.dbname", "string", None, "database to capture (PostgreSQL, YugabyteDB)"),
+    Property("database.names", "list", (), "databases to capture (SQL Server)"),
+    Property("database.encrypt", "bool", True, "SQL Server: encrypt the connection (TLS)"),
+    Property("database.trustServerCertificate", "bool", False, "SQL Server: accept the server's certificate "
+             "without validating it"),
+    Property("database.applicationIntent", "choice", None, "SQL Server: ReadOnly to read from an Always On "
+             "secondary", choices=("ReadOnly", "ReadWrite")),
+    Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name"),
     Property("database.sslmode", "choice", "prefer", "libpq sslmode",
              choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full")),
     Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full"),
@@ -69,7 +77,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("publication.autocreate.mode", "choice", "all_tables", "how the publication is created",
              choices=("all_tables", "disabled", "filtered")),
     Property("snapshot.mode", "choice", "initial", "when to snapshot",
-             choices=("initial", "initial_only", "never", "no_data")),
+             choices=("initial", "initial_only", "never", "no_data", "schema_only", "when_needed")),
+    Property("snapshot.isolation.mode", "choice", "repeatable_read", "SQL Server: isolation of snapshot reads",
+             choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive")),
+    Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "
+             "(0 = no limit)", minimum=0),
     Property("snapshot.fetch.size", "int", 10240, "rows fetched per round trip while snapshotting", minimum=1),
     Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",
              minimum=1),
@@ -118,6 +130,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
              "(e.g. '10 seconds'; empty = poll.interval.ms)"),
     Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
+    Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
+             "(custom drivers, tests)"),
+    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)"),
     Property("cdckit.stream.max.batches", "int", 0, "stop the stream after this many micro-batches "
              "(0 = no limit)", minimum=0),
 )

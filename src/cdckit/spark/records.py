@@ -27,7 +27,7 @@ class Records(Protocol):
     def rows(self, event: ChangeEvent) -> Iterator[EventRow]: ...
 
 
-def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], tuple[TableInfo, TableFormat]],
+def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], tuple[Any, TableFormat]],
                    transaction_id: Callable[[ChangeEvent], str]) -> Records:
     """The builder ``cdckit.message.format`` asks for (Debezium envelopes by default, or Qlik messages)."""
     if options.get("cdckit.message.format", "debezium") == "qlik":

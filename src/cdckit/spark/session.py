@@ -12,6 +12,8 @@ from pyspark.sql import SparkSession
 
 from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.spark.postgres_stream import PostgresChangeDataSource
+from cdckit.spark.sqlserver_snapshot import SqlServerSnapshotDataSource
+from cdckit.spark.sqlserver_stream import SqlServerChangeDataSource
 
 DEFAULT_LOCAL_MASTER = "local[2]"
 
@@ -37,4 +39,6 @@ def get_spark(extra_conf: Mapping[str, str] | None = None) -> SparkSession:
         spark.sparkContext.setLogLevel(os.environ["CDCKIT_SPARK_LOG_LEVEL"])
     spark.dataSource.register(PostgresSnapshotDataSource)
     spark.dataSource.register(PostgresChangeDataSource)
+    spark.dataSource.register(SqlServerSnapshotDataSource)
+    spark.dataSource.register(SqlServerChangeDataSource)
     return spark

@@ -55,6 +55,9 @@ def _file_writer(output: str, label: str, per_partition: bool) -> Callable[[Iter
         counts: Counter[str] = Counter()
         try:
             for row in rows:
+                if row["op"].startswith("_"):  # a control row for the driver, not a record
+                    yield ("_control", row["value"])  # type: ignore[misc]
+                    continue
                 topic = row["topic"]
                 if topic not in handles:
                     folder = Path(output) / topic
@@ -83,6 +86,9 @@ def _console_writer(label: str) -> Callable[[Iterable[Row]], Iterator[tuple[str,
     def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
         counts: Counter[str] = Counter()
         for row in rows:
+            if row["op"].startswith("_"):
+                yield ("_control", row["value"])  # type: ignore[misc]
+                continue
             print(f"[{label}] {record_line(row)}", flush=True)
             counts[row["topic"]] += 1
         yield from counts.items()
@@ -90,17 +96,22 @@ def _console_writer(label: str) -> Callable[[Iterable[Row]], Iterator[tuple[str,
     return write
 
 
-def _summarize(pairs: Iterable[tuple[str, int]]) -> WriteSummary:
+def _summarize(pairs: Iterable[tuple[str, Any]], controls: list[str] | None = None) -> WriteSummary:
     summary: Counter[str] = Counter()
     for topic, count in pairs:
+        if topic == "_control":
+            if controls is not None:
+                controls.append(count)
+            continue
         summary[topic] += count
     return dict(sorted(summary.items()))
 
 
-def write_snapshot(df: DataFrame, sink: str, output: str) -> WriteSummary:
-    """Write snapshot rows partition by partition (no shuffle); returns rows per topic."""
+def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | None = None) -> WriteSummary:
+    """Write snapshot rows partition by partition (no shuffle); returns rows per topic. Control rows (chunk
+    watermarks) are not written but handed back in ``controls``."""
     writer = _file_writer(output, "snapshot", per_partition=True) if sink == "files" else _console_writer("snapshot")
-    return _summarize(df.rdd.mapPartitions(writer).collect())
+    return _summarize(df.rdd.mapPartitions(writer).collect(), controls)
 
 
 def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str) -> WriteSummary:

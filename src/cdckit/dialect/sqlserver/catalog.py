@@ -1,0 +1,117 @@
+"""Capture instances and their columns: what SQL Server's CDC catalog says cdckit can read."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdckit.dialect.sqlserver import queries
+from cdckit.errors import SourcePreconditionError, TableNotFoundError
+from cdckit.formats.debezium.sqlserver_types import SqlServerColumn
+
+
+def lsn_int(value: Any) -> int:
+    """A binary(10) LSN (bytes from pyodbc) as an integer; None and empty as 0."""
+    if value is None:
+        return 0
+    return int.from_bytes(bytes(value), "big")
+
+
+def lsn_bytes(value: int) -> bytes:
+    return value.to_bytes(10, "big")
+
+
+@dataclass(frozen=True)
+class CaptureInstance:
+    database: str
+    schema: str
+    name: str  # the table name (TableLike.name)
+    capture_instance: str
+    start_lsn: int
+    object_id: int  # the change table's object id
+    source_object_id: int
+    columns: tuple[SqlServerColumn, ...]
+    key_columns: tuple[str, ...]
+    identity_columns: tuple[str, ...] = ()
+    column_filter: tuple[str, ...] | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def emitted_columns(self) -> tuple[SqlServerColumn, ...]:
+        if self.column_filter is None:
+            return self.columns
+        return tuple(c for c in self.columns if c.name in self.column_filter)
+
+
+def databases(options: Mapping[str, str]) -> list[str]:
+    names = [name.strip() for name in options.get("database.names", "").split(",") if name.strip()]
+    return names
+
+
+def _listed(options: Mapping[str, str], name: str) -> list[str]:
+    return [item.strip() for item in options.get(name, "").split(",") if item.strip()]
+
+
+def _matches(patterns: Sequence[str], text: str) -> bool:
+    return any(re.fullmatch(p, text, flags=re.IGNORECASE) for p in patterns)
+
+
+def check_database(cursor: Any, database: str) -> None:
+    cursor.execute(queries.DATABASE_CDC_ENABLED, database)
+    row = cursor.fetchone()
+    if row is None:
+        raise TableNotFoundError(f"database {database!r} does not exist on the server; check database.names")
+    if not row[0]:
+        raise SourcePreconditionError(
+            f"CDC is not enabled on database {database!r}; run sql/sqlserver/01_enable_cdc_database.sql "
+            f"(EXEC sys.sp_cdc_enable_db) as sysadmin")
+
+
+def capture_instances(cursor: Any, database: str, options: Mapping[str, str]) -> list[CaptureInstance]:
+    """The newest capture instance of every captured table that the include/exclude lists select."""
+    db = queries.quote_name(database)
+    cursor.execute(queries.CAPTURE_INSTANCES.format(db=db))
+    rows = cursor.fetchall()
+    newest: dict[tuple[str, str], Any] = {}
+    for row in rows:  # ordered by create_date: the last one per table wins
+        newest[(str(row[0]), str(row[1]))] = row
+    include, exclude = _listed(options, "table.include.list"), _listed(options, "table.exclude.list")
+    chosen = [row for (schema, table), row in newest.items()
+              if (not include or _matches(include, f"{schema}.{table}"))
+              and not (exclude and _matches(exclude, f"{schema}.{table}"))]
+    for entry in include:
+        if not any(re.fullmatch(entry, f"{r[0]}.{r[1]}", flags=re.IGNORECASE) for r in chosen):
+            raise TableNotFoundError(
+                f"table.include.list entry '{entry}' matches no CDC-enabled table in database {database!r}; "
+                f"enable CDC for it (sql/sqlserver/03_enable_cdc_table.sql) or fix the entry")
+    return [_load(cursor, database, row, options) for row in chosen]
+
+
+def _load(cursor: Any, database: str, row: Any, options: Mapping[str, str]) -> CaptureInstance:
+    db = queries.quote_name(database)
+    schema, table, instance, start_lsn, object_id, source_object_id = row
+    cursor.execute(queries.CAPTURED_COLUMNS.format(db=db), source_object_id, object_id)
+    columns = []
+    identity = []
+    for name, _ordinal, _column_id, type_name, max_length, precision, scale, nullable, is_identity in cursor.fetchall():
+        columns.append(SqlServerColumn(str(name), str(type_name).lower(), int(max_length), int(precision),
+                                       int(scale), bool(nullable)))
+        if is_identity:
+            identity.append(str(name))
+    cursor.execute(queries.PRIMARY_KEY_COLUMNS.format(db=db), source_object_id)
+    key = [str(r[0]) for r in cursor.fetchall()]
+    if not key:  # no primary key: the unique index CDC was enabled with, if any
+        cursor.execute(queries.INDEX_COLUMNS.format(db=db), object_id)
+        key = [str(r[0]) for r in cursor.fetchall()]
+    include, exclude = _listed(options, "column.include.list"), _listed(options, "column.exclude.list")
+    column_filter = None
+    if include or exclude:
+        column_filter = tuple(c.name for c in columns
+                              if (not include or _matches(include, f"{schema}.{table}.{c.name}"))
+                              and not (exclude and _matches(exclude, f"{schema}.{table}.{c.name}")))
+    return CaptureInstance(database, str(schema), str(table), str(instance), lsn_int(start_lsn), int(object_id),
+                           int(source_object_id), tuple(columns), tuple(key), tuple(identity), column_filter)

@@ -1,0 +1,210 @@
+"""Reading change tables by LSN range and folding their rows into change events, as Debezium does.
+
+A batch covers whole transactions: every change whose commit LSN (``__$start_lsn``) lies in ``(start, end]``.
+Rows come ordered by (commit LSN, ``__$seqval``, ``__$operation``). An update's two rows (operation 3 then 4)
+become one ``u`` event with ``event_serial_no`` 2; a primary-key update, which SQL Server logs as a delete and
+an insert under the same LSNs, becomes a delete (serial 1), its tombstone, and a create (serial 2); any other
+row is one event with serial 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdckit.dialect.sqlserver import queries
+from cdckit.dialect.sqlserver.catalog import CaptureInstance, lsn_bytes, lsn_int
+from cdckit.errors import CdcKitError, SourcePreconditionError
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.source import format_sqlserver_lsn
+
+
+class PurgedChangesError(CdcKitError):
+    """The cleanup job removed changes cdckit had not read yet."""
+
+
+class CaptureDisabledError(CdcKitError):
+    """CDC was disabled for a captured table while cdckit was reading it."""
+
+
+def max_lsn(cursor: Any, database: str) -> int | None:
+    cursor.execute(queries.MAX_LSN.format(db=queries.quote_name(database)))
+    row = cursor.fetchone()
+    return lsn_int(row[0]) if row and row[0] is not None else None
+
+
+def min_lsn(cursor: Any, database: str, capture_instance: str) -> int:
+    cursor.execute(queries.MIN_LSN.format(db=queries.quote_name(database)), capture_instance)
+    row = cursor.fetchone()
+    return lsn_int(row[0]) if row else 0
+
+
+def agent_running(cursor: Any) -> bool | None:
+    """True/False, or None when the login may not read sys.dm_server_services (VIEW SERVER STATE)."""
+    try:
+        cursor.execute(queries.AGENT_RUNNING)
+        row = cursor.fetchone()
+    except Exception:  # permission denied: the check is advisory
+        return None
+    return bool(row and row[0])
+
+
+def require_max_lsn(cursor: Any, database: str) -> int | None:
+    """The database's max LSN; a clear error when there is none because the SQL Server Agent is not running."""
+    value = max_lsn(cursor, database)
+    if value is None and agent_running(cursor) is False:
+        raise SourcePreconditionError(
+            f"no maximum LSN is recorded in database {database!r}: the SQL Server Agent is not running, so the "
+            f"CDC capture job is not reading the transaction log; start the SQL Server Agent service")
+    return value
+
+
+def check_readable(cursor: Any, instance: CaptureInstance, start: int) -> int:
+    """The first LSN to read for ``instance`` after ``start``; raises when changes after ``start`` were purged."""
+    low = min_lsn(cursor, instance.database, instance.capture_instance)
+    if low == 0:
+        raise CaptureDisabledError(
+            f"CDC was disabled for table {instance.database}.{instance.qualified_name} (capture instance "
+            f"{instance.capture_instance} no longer exists); re-enable it with sys.sp_cdc_enable_table "
+            f"(sql/sqlserver/03_enable_cdc_table.sql) or remove the table from table.include.list")
+    first = start + 1
+    if first < low and low > instance.start_lsn:
+        raise PurgedChangesError(
+            f"changes of {instance.database}.{instance.qualified_name} after LSN {format_sqlserver_lsn(start)} "
+            f"were removed by the CDC cleanup job (capture instance {instance.capture_instance} now starts at "
+            f"{format_sqlserver_lsn(low)}), so cdckit cannot read them; raise the cleanup job's retention "
+            f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot of the table (delete the "
+            f"checkpoint, or set cdckit.sqlserver.purged.changes=resnapshot)")
+    return max(first, low)
+
+
+@dataclass(frozen=True)
+class ChangeRange:
+    database: str
+    capture_instance: str
+    start: int  # exclusive commit LSN
+    end: int  # inclusive commit LSN
+
+
+def pending_end(cursor: Any, instances: Sequence[CaptureInstance], start: int, upto: int, max_events: int,
+                max_transactions: int = 0) -> int | None:
+    """The largest commit LSN <= ``upto`` such that whole transactions after ``start`` hold <= ``max_events``
+    changes (one larger transaction is admitted alone); None when nothing is pending."""
+    if upto <= start:
+        return None
+    if max_transactions > 0:
+        database = instances[0].database if instances else ""
+        cursor.execute(queries.NTH_TRANSACTION_LSN.format(db=queries.quote_name(database)), max_transactions,
+                       lsn_bytes(start))
+        row = cursor.fetchone()
+        if row and row[0] is not None:
+            upto = min(upto, lsn_int(row[0]))
+    per_commit: dict[int, int] = {}
+    cutoff: int | None = None  # an instance returned as many rows as asked: counts past its last row are unknown
+    for instance in instances:
+        db = queries.quote_name(instance.database)
+        table = queries.change_table(instance.capture_instance)
+        cursor.execute(queries.CHANGE_COUNTS.format(db=db, change_table=table), max_events + 1, lsn_bytes(start),
+                       lsn_bytes(upto))
+        rows = cursor.fetchall()
+        for commit, count in rows:
+            per_commit[lsn_int(commit)] = per_commit.get(lsn_int(commit), 0) + int(count)
+        if len(rows) > max_events:
+            last = lsn_int(rows[-1][0])
+            cutoff = last if cutoff is None else min(cutoff, last)
+    commits = sorted(c for c in per_commit if cutoff is None or c <= cutoff)
+    if not commits:
+        return None if cutoff is not None else upto
+    if cutoff is None and sum(per_commit[c] for c in commits) <= max_events:
+        return upto  # everything up to the max LSN fits, including LSNs where no captured table changed
+    end, total = commits[0], 0  # the first transaction is admitted even when it alone exceeds the limit
+    for commit in commits:
+        total += per_commit[commit]
+        if total > max_events:
+            break
+        end = commit
+    return end
+
+
+def read_changes(cursor: Any, instance: CaptureInstance, first: int, end: int) -> Iterator[Sequence[Any]]:
+    db = queries.quote_name(instance.database)
+    columns = [c.name for c in instance.columns]
+    cursor.execute(queries.changes_query(db, instance.capture_instance, columns), lsn_bytes(first), lsn_bytes(end))
+    while True:
+        rows = cursor.fetchmany(2000)
+        if not rows:
+            return
+        yield from rows
+
+
+def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]]) -> Iterator[ChangeEvent]:
+    """Change-table rows (ordered) -> change events with Debezium's event_serial_no."""
+    names = [c.name for c in instance.columns]
+    pending: Sequence[Any] | None = None  # an operation-3 row waiting for its 4, or a 1 that may pair with a 2
+    for row in rows:
+        if pending is not None:
+            same_change = row[0] == pending[0] and row[1] == pending[1]
+            if pending[2] == 3:
+                if not (same_change and row[2] == 4):
+                    raise SourcePreconditionError(
+                        f"change table of {instance.capture_instance} has an update's old row (operation 3) at "
+                        f"LSN {format_sqlserver_lsn(lsn_int(pending[0]))} without its new row (operation 4)")
+                yield _event(instance, names, "u", pending, row, 2)
+                pending = None
+                continue
+            if pending[2] == 1 and same_change and row[2] == 2:  # a primary-key update
+                yield _event(instance, names, "d", pending, None, 1)
+                yield _event(instance, names, "c", None, row, 2)
+                pending = None
+                continue
+            yield from _single(instance, names, pending)
+            pending = None
+        if row[2] in (1, 3):
+            pending = row
+        else:
+            yield from _single(instance, names, row)
+    if pending is not None:
+        yield from _single(instance, names, pending)
+
+
+def _single(instance: CaptureInstance, names: list[str], row: Sequence[Any]) -> Iterator[ChangeEvent]:
+    if row[2] == 1:
+        yield _event(instance, names, "d", row, None, 1)
+    elif row[2] == 2:
+        yield _event(instance, names, "c", None, row, 1)
+    else:
+        raise SourcePreconditionError(
+            f"change table of {instance.capture_instance} has an update's old row (operation 3) at LSN "
+            f"{format_sqlserver_lsn(lsn_int(row[0]))} without its new row (operation 4)")
+
+
+def _values(names: list[str], row: Sequence[Any]) -> dict[str, object]:
+    return dict(zip(names, row[4:4 + len(names)], strict=True))
+
+
+def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequence[Any] | None,
+           after: Sequence[Any] | None, serial: int) -> ChangeEvent:
+    row = after if after is not None else before
+    assert row is not None
+    commit_lsn, change_lsn = lsn_int(row[0]), lsn_int(row[1])
+    commit_time = row[4 + len(names)]
+    ts_ms = _epoch_ms(commit_time)
+    # cdckit's ordering key: a primary-key update's create comes after the delete's tombstone (serial 1).
+    ordering = 2 if op == "c" and serial == 2 else 0
+    return ChangeEvent(
+        instance.schema, instance.name, op,
+        _values(names, before) if before is not None else None,
+        _values(names, after) if after is not None else None,
+        Position(commit_lsn, change_lsn, ordering), ts_ms, None,
+        extra={"event_serial_no": serial}, database=instance.database)
+
+
+def _epoch_ms(moment: Any) -> int:
+    import datetime
+
+    if isinstance(moment, datetime.datetime):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.timezone.utc)
+        return int(moment.timestamp() * 1000)
+    return 0

@@ -1,0 +1,187 @@
+"""SQL Server snapshots: primary-key chunks read in parallel, each reconciled with the change stream.
+
+SQL Server has no exported snapshots, so cdckit uses the watermark method (DBLog, Flink CDC): for each chunk,
+read the max LSN (low watermark), SELECT the chunk's rows, read the max LSN again (high watermark), then apply
+the chunk's own changes with commit LSN in (low, high] to the rows read. The result is the chunk exactly as of
+its high watermark, whatever committed while it was read, without holding locks longer than the SELECT.
+
+Streaming starts at the max LSN taken before the first chunk; a change of a key whose chunk's high watermark is
+at or after the change's commit LSN is already in the snapshot and is skipped (``ChunkFilter``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from cdckit.dialect.sqlserver import queries
+from cdckit.dialect.sqlserver.catalog import CaptureInstance
+from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, read_changes, require_max_lsn
+from cdckit.errors import SourcePreconditionError
+from cdckit.events import ChangeEvent
+
+_INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
+MAX_CHUNKS_PER_TABLE = 1024
+CHUNKS_OPTION = "cdckit.sqlserver.snapshot.chunks"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    database: str
+    schema: str
+    table: str
+    index: int
+    lower: int | None  # inclusive key bound (None = unbounded)
+    upper: int | None  # exclusive key bound
+    last: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.database}.{self.schema}.{self.table}#{self.index}"
+
+    def contains(self, key: Any) -> bool:
+        if self.lower is None and self.upper is None:
+            return True
+        if not isinstance(key, int):
+            return False
+        return (self.lower is None or key >= self.lower) and (self.upper is None or key < self.upper)
+
+
+def chunk_key(instance: CaptureInstance) -> str | None:
+    """The single integer key column chunks are cut on, or None (the table is read as one chunk)."""
+    types = {c.name: c.type_name for c in instance.columns}
+    if len(instance.key_columns) == 1 and types.get(instance.key_columns[0]) in _INTEGER_TYPES:
+        return instance.key_columns[0]
+    return None
+
+
+def plan_chunks(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> list[Chunk]:
+    key = chunk_key(instance)
+    db = queries.quote_name(instance.database)
+    if key is None:
+        return [Chunk(instance.database, instance.schema, instance.name, 0, None, None)]
+    cursor.execute(queries.key_bounds(db, instance.schema, instance.name, key))
+    low, high, count = cursor.fetchone()
+    if low is None:
+        return [Chunk(instance.database, instance.schema, instance.name, 0, None, None)]
+    span = int(high) - int(low) + 1
+    pieces = max(1, min(MAX_CHUNKS_PER_TABLE, math.ceil(span / chunk_rows), math.ceil(int(count) / chunk_rows) + 1))
+    step = math.ceil(span / pieces)
+    bounds = [int(low) + i * step for i in range(pieces)]
+    return [Chunk(instance.database, instance.schema, instance.name, i, None if i == 0 else bounds[i],
+                  None if i == pieces - 1 else bounds[i + 1]) for i in range(pieces)]
+
+
+def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tuple[object, ...]:
+    return tuple((row or {}).get(k) for k in instance.key_columns)
+
+
+def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: str,
+               fetch_size: int = 2000) -> tuple[list[dict[str, object]], int, int]:
+    """(rows as of the high watermark, low watermark, high watermark). Rows of one chunk are held in memory:
+    ``cdckit.snapshot.chunk.rows`` bounds them."""
+    cursor = conn.cursor()
+    db = queries.quote_name(instance.database)
+    low = require_max_lsn(cursor, instance.database)
+    if low is None:
+        raise SourcePreconditionError(
+            f"database {instance.database!r} has no maximum LSN yet (no change captured since CDC was enabled); "
+            f"the snapshot needs one to reconcile chunks: make one change in a captured table, or wait for the "
+            f"capture job")
+    cursor.execute(queries.SET_ISOLATION[isolation])
+    if isolation == "exclusive":
+        conn.autocommit = False
+        cursor.execute(queries.lock_table(db, instance.schema, instance.name))
+    key = chunk_key(instance)
+    names = [c.name for c in instance.columns]
+    cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, [key] if key else
+                                       list(instance.key_columns), chunk.lower is not None and key is not None,
+                                       chunk.upper is not None and key is not None),
+                   *[bound for bound in (chunk.lower, chunk.upper) if bound is not None and key is not None])
+    rows: dict[tuple[object, ...], dict[str, object]] = {}
+    while batch := cursor.fetchmany(fetch_size):
+        for values in batch:
+            row = dict(zip(names, values, strict=True))
+            rows[_key_of(instance, row)] = row
+    if isolation == "exclusive":
+        conn.commit()
+        conn.autocommit = True
+    high = require_max_lsn(cursor, instance.database) or low
+    if high > low:
+        first = check_readable(cursor, instance, low)
+        for event in fold_changes(instance, read_changes(cursor, instance, first, high)):
+            _apply(instance, chunk, key, rows, event)
+    return list(rows.values()), low, high
+
+
+def _apply(instance: CaptureInstance, chunk: Chunk, key: str | None, rows: dict[tuple[object, ...],
+           dict[str, object]], event: ChangeEvent) -> None:
+    image = event.after if event.op in ("c", "u") else event.before
+    if image is None or (key is not None and not chunk.contains(image.get(key))):
+        return
+    if event.op == "d":
+        rows.pop(_key_of(instance, event.before), None)
+    else:
+        rows[_key_of(instance, event.after)] = dict(event.after or {})
+
+
+@dataclass(frozen=True)
+class ChunkWatermark:
+    database: str
+    schema: str
+    table: str
+    lower: int | None
+    upper: int | None
+    high: int
+
+
+class ChunkFilter:
+    """Drops streamed changes a snapshot chunk already reflects."""
+
+    def __init__(self, watermarks: Sequence[ChunkWatermark]) -> None:
+        self.by_table: dict[tuple[str, str, str], list[ChunkWatermark]] = {}
+        for mark in watermarks:
+            self.by_table.setdefault((mark.database, mark.schema, mark.table), []).append(mark)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> ChunkFilter:
+        return cls([ChunkWatermark(**item) for item in json.loads(options.get(CHUNKS_OPTION, "[]"))])
+
+    @staticmethod
+    def to_option(watermarks: Sequence[ChunkWatermark]) -> str:
+        return json.dumps([asdict(mark) for mark in watermarks])
+
+    def already_snapshotted(self, event: ChangeEvent, instance: CaptureInstance) -> bool:
+        marks = self.by_table.get((instance.database, instance.schema, instance.name))
+        if not marks:
+            return False
+        key = chunk_key(instance)
+        image = event.before if event.op == "d" else event.after
+        value = (image or {}).get(key) if key else None
+        for mark in marks:
+            chunk = Chunk(mark.database, mark.schema, mark.table, 0, mark.lower, mark.upper)
+            if (key is None or chunk.contains(value)) and event.position.commit_lsn <= mark.high:
+                return True
+        return False
+
+
+def snapshot_events(instance: CaptureInstance, rows: Iterator[dict[str, object]] | list[dict[str, object]],
+                    high: int, last: bool, ts_ms: int) -> Iterator[ChangeEvent]:
+    from cdckit.events import Position
+
+    buffered: dict[str, object] | None = None
+    for row in rows:
+        if buffered is not None:
+            yield _read_event(instance, buffered, high, "true", ts_ms, Position)
+        buffered = row
+    if buffered is not None:
+        yield _read_event(instance, buffered, high, "last" if last else "true", ts_ms, Position)
+
+
+def _read_event(instance: CaptureInstance, row: dict[str, object], high: int, marker: str, ts_ms: int,
+                position: Any) -> ChangeEvent:
+    return ChangeEvent(instance.schema, instance.name, "r", None, row, position(high, high, 0), ts_ms, None,
+                       snapshot=marker, database=instance.database)

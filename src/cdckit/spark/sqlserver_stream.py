@@ -1,0 +1,174 @@
+"""Spark streaming data source over SQL Server CDC change tables.
+
+Offsets: ``{"databases": {"<db>": {"commit_lsn": "00000027:00000758:0005", "change_lsn": null,
+"event_serial_no": null}}}`` (Debezium's offset keys, per database of ``database.names``). A batch holds every
+change with commit LSN in ``(start, end]`` of each database: whole transactions, at most ``max.batch.size``
+changes (``max.iteration.transactions`` caps the transactions). Each capture instance is read in its own
+partition; with ``provide.transaction.metadata`` one partition per database keeps transactions whole across
+tables. After a snapshot, changes a snapshot chunk already reflects (commit LSN <= the chunk's high watermark)
+are skipped, so replaying per key never goes back in time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
+from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, pending_end, read_changes, require_max_lsn
+from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.snapshot import ChunkFilter
+from cdckit.events import ChangeEvent
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
+from cdckit.spark.options import from_spark_options
+from cdckit.spark.records import record_builder
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, option_bool
+
+
+def offset(positions: dict[str, int]) -> dict[str, Any]:
+    return {"databases": {db: {"commit_lsn": format_sqlserver_lsn(lsn), "change_lsn": None, "event_serial_no": None}
+                          for db, lsn in sorted(positions.items())}}
+
+
+def positions(document: dict[str, Any]) -> dict[str, int]:
+    return {db: parse_sqlserver_lsn(entry["commit_lsn"]) for db, entry in document["databases"].items()}
+
+
+class ChangeRangePartition(InputPartition):
+    def __init__(self, database: str, instances: tuple[CaptureInstance, ...], start: int, end: int) -> None:
+        super().__init__((database, tuple(i.capture_instance for i in instances), start, end))
+        self.database = database
+        self.instances = instances
+        self.start = start
+        self.end = end
+
+
+class SqlServerChangeDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "cdckit_sqlserver_changes"
+
+    def schema(self) -> str:
+        return EVENT_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SqlServerChangeStreamReader(from_spark_options(self.options))
+
+
+class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.databases = [d.strip() for d in options["database.names"].split(",") if d.strip()]
+        self.max_batch_size = int(options.get("max.batch.size", "2048"))
+        self.max_transactions = int(options.get("max.iteration.transactions", "0"))
+        self._target: dict[str, int] | None = None
+        self._conns: dict[str, Any] = {}
+
+    def _cursor(self, database: str) -> Any:
+        if database not in self._conns:
+            self._conns[database] = connect(self.options, database)
+        return self._conns[database].cursor()
+
+    def initialOffset(self) -> dict[str, Any]:
+        start = json.loads(self.options.get("cdckit.stream.start", "{}"))
+        found = {}
+        for database in self.databases:
+            if database in start:
+                found[database] = parse_sqlserver_lsn(start[database])
+            else:
+                found[database] = require_max_lsn(self._cursor(database), database) or 0
+        return offset(found)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_batch_size)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {db: require_max_lsn(self._cursor(db), db) or 0 for db in self.databases}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = positions(start)
+        budget = self.max_batch_size
+        if isinstance(limit, ReadMaxRows):
+            budget = limit.max_rows
+        elif isinstance(limit, ReadAllAvailable):
+            budget = 1 << 40
+        latest = dict(begin)
+        for database in self.databases:  # the budget is spent database by database, in database.names order
+            cursor = self._cursor(database)
+            upto = self._target[database] if self._target else require_max_lsn(cursor, database)
+            if upto is None:
+                continue
+            instances = capture_instances(cursor, database, self.options)
+            end = pending_end(cursor, instances, begin.get(database, 0), upto, budget, self.max_transactions)
+            if end is not None:
+                latest[database] = end
+                break
+        return offset(latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin, finish = positions(start), positions(end)
+        together = option_bool(self.options, "provide.transaction.metadata", False)
+        partitions: list[InputPartition] = []
+        for database in self.databases:
+            if finish.get(database, 0) <= begin.get(database, 0):
+                continue
+            instances = tuple(capture_instances(self._cursor(database), database, self.options))
+            groups = [instances] if together else [(instance,) for instance in instances]
+            partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database])
+                              for group in groups if group)
+        return partitions
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to acknowledge: SQL Server keeps changes until the cleanup job's retention expires."""
+
+    def stop(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+
+    # -- executor side -------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+        assert isinstance(partition, ChangeRangePartition)
+        options = self.options
+        settings = format_settings(options)
+        formats = {i.capture_instance: TableFormat(i, settings) for i in partition.instances}
+        by_table = {(i.schema, i.name): i for i in partition.instances}
+        records = record_builder(
+            options,
+            lambda event: (by_table[(event.schema, event.table)],
+                           formats[by_table[(event.schema, event.table)].capture_instance]),
+            lambda event: format_sqlserver_lsn(event.position.commit_lsn) or "")
+        skip = ChunkFilter.from_options(options)
+        conn = connect(options, partition.database)
+        try:
+            streams = []
+            for instance in partition.instances:
+                cursor = conn.cursor()
+                first = check_readable(cursor, instance, partition.start)
+                streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end)))
+            events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
+                streams[0] if streams else iter(()))
+            previous_commit: int | None = None
+            for event in events:
+                if skip.already_snapshotted(event, by_table[(event.schema, event.table)]):
+                    continue
+                if previous_commit is not None and event.position.commit_lsn != previous_commit:
+                    yield from records.rows(_transaction_end(previous_commit))
+                previous_commit = event.position.commit_lsn
+                yield from records.rows(event)
+            if previous_commit is not None:
+                yield from records.rows(_transaction_end(previous_commit))
+        finally:
+            conn.close()
+
+
+def _transaction_end(commit_lsn: int) -> ChangeEvent:
+    from cdckit.events import Position
+
+    return ChangeEvent("", "", "txend", None, None, Position(commit_lsn, commit_lsn, 9), 0)

@@ -1,0 +1,164 @@
+"""The snapshot and stream jobs for SQL Server.
+
+Snapshot: per database, check CDC is on and read the max LSN (where streaming will start), then read every
+captured table in primary-key chunks in parallel Spark partitions, each reconciled with the change tables
+between its low and high watermark; record the chunks' high watermarks so streaming skips what they hold.
+Stream: a Structured Streaming query over the change tables from the recorded start.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from cdckit.config import Config
+from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, check_database, databases
+from cdckit.dialect.sqlserver.changes import require_max_lsn
+from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.snapshot import CHUNKS_OPTION, ChunkFilter, ChunkWatermark
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium import schema_change
+from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings, source_block
+from cdckit.formats.debezium.source import format_sqlserver_lsn
+from cdckit.spark.options import to_spark_options
+from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
+from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.streaming import SnapshotReport, StreamReport, run_query
+
+
+def _state_file(config: Config) -> Path:
+    return Path(config.str("cdckit.checkpoint.location")) / "snapshot" / "state.json"
+
+
+def _read_state(config: Config) -> dict[str, Any] | None:
+    path = _state_file(config)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_state(config: Config, state: dict[str, Any]) -> None:
+    path = _state_file(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(state, indent=2))
+    temporary.replace(path)
+
+
+def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
+    """Check every database (CDC on, Agent running) and every captured table (types it can map)."""
+    options = config.as_properties(include_secrets=True)
+    settings = format_settings(options)
+    instances: list[CaptureInstance] = []
+    for database in databases(options):
+        conn = connect(options, database)
+        try:
+            cursor = conn.cursor()
+            check_database(cursor, database)
+            require_max_lsn(cursor, database)
+            found = capture_instances(cursor, database, options)
+        finally:
+            conn.close()
+        for instance in found:
+            TableFormat(instance, settings)  # an unsupported column type is reported now, not in a Spark task
+        instances.extend(found)
+    return options, instances
+
+
+def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
+    started = time.monotonic()
+    state = _read_state(config)
+    if state and state.get("status") == "completed":
+        return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
+    options, instances = prepare_source(config)
+    start: dict[str, str] = {}
+    for database in databases(options):
+        conn = connect(options, database)
+        try:
+            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or 0) or ""
+        finally:
+            conn.close()
+    tables = [f"{i.database}.{i.qualified_name}" for i in instances]
+    _write_state(config, {"status": "started", "tables": tables})
+    _clear_snapshot_files(config)
+    rows: WriteSummary = {}
+    controls: list[str] = []
+    if config.bool("include.schema.changes"):
+        rows.update(_write_schema_changes(spark, config, instances, start))
+    if data and config.str("snapshot.mode") not in ("schema_only", "no_data"):
+        frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(options)).load()
+        for topic, count in write_snapshot(frame, config.str("cdckit.sink"), config.str("cdckit.output.path"),
+                                           controls).items():
+            rows[topic] = rows.get(topic, 0) + count
+    watermarks = [json.loads(c) for c in controls]
+    report = SnapshotReport("completed" if data else "no_data", "", json.dumps(start), tables,
+                            dict(sorted(rows.items())), round(time.monotonic() - started, 3))
+    _write_state(config, {**asdict(report), "status": "completed", "consistent_point": start,
+                          "watermarks": watermarks})
+    return report
+
+
+def _clear_snapshot_files(config: Config) -> None:
+    if config.str("cdckit.sink") == "files":
+        for stale in Path(config.str("cdckit.output.path")).glob("*/snapshot-*.jsonl"):
+            stale.unlink()
+
+
+def _write_schema_changes(spark: SparkSession, config: Config, instances: list[CaptureInstance],
+                          start: dict[str, str]) -> WriteSummary:
+    """One CREATE schema change record per captured table (a handful of rows, built on the driver)."""
+    options = config.as_properties(include_secrets=True)
+    settings = format_settings(options)
+    source = source_block(settings)
+    rows = []
+    for instance in instances:
+        change = schema_change.TableChange(
+            "CREATE", instance.database, instance.schema, instance.name, instance.key_columns,
+            tuple(schema_change.describe_sqlserver_columns(instance.columns, instance.identity_columns)))
+        lsn = int(start[instance.database].replace(":", ""), 16) if start.get(instance.database) else 0
+        event = ChangeEvent(instance.schema, instance.name, "r", None, None, Position(lsn, lsn, -3), 0,
+                            snapshot="true", database=instance.database)
+        key, value = schema_change.schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
+        key_doc = {"schema": schema_change.key_schema("sqlserver"), "payload": key} \
+            if settings.key_schemas_enable else key
+        value_doc = {"schema": schema_change.value_schema("sqlserver", source), "payload": value} \
+            if settings.value_schemas_enable else value
+        rows.append(record(settings.topic_prefix, dumps(key_doc), dumps(value_doc), op="schema",
+                           position=event.position, ts_ms=0, table=instance.qualified_name))
+    if not rows:
+        return {}
+    frame = spark.createDataFrame(rows, EVENT_SCHEMA)  # type: ignore[arg-type]
+    return write_snapshot(frame.coalesce(1), config.str("cdckit.sink"), config.str("cdckit.output.path"))
+
+
+def run_stream(spark: SparkSession, config: Config,
+               on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamReport:
+    started = time.monotonic()
+    report = StreamReport()
+    mode = config.str("snapshot.mode")
+    if mode in ("initial", "initial_only", "when_needed"):
+        report.snapshot = run_snapshot(spark, config)
+    elif mode in ("schema_only", "no_data") and not _read_state(config):
+        report.snapshot = run_snapshot(spark, config, data=False)
+    if mode == "initial_only":
+        return report
+    prepare_source(config)
+    options = config.as_properties(include_secrets=True)
+    state = _read_state(config) or {}
+    if state.get("consistent_point"):
+        options["cdckit.stream.start"] = json.dumps(state["consistent_point"])
+    options[CHUNKS_OPTION] = ChunkFilter.to_option([ChunkWatermark(**w) for w in state.get("watermarks", [])])
+    query = run_query(spark, config, "cdckit_sqlserver_changes", options, f"cdckit_{config.str('topic.prefix')}",
+                      report, on_batch)
+    progress = query.lastProgress
+    if progress and progress.get("sources"):
+        end = progress["sources"][0].get("endOffset")
+        document = json.loads(end) if isinstance(end, str) else end
+        report.last_offset = json.dumps({db: entry["commit_lsn"] for db, entry in
+                                         (document or {}).get("databases", {}).items()})
+    report.seconds = round(time.monotonic() - started, 3)
+    return report

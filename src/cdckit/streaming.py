@@ -1,0 +1,96 @@
+"""What every source's jobs share: reports, and running a Structured Streaming query to its end."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from cdckit.config import Config
+from cdckit.spark.options import to_spark_options
+from cdckit.spark.sinks import WriteSummary, write_stream_batch
+
+
+@dataclass
+class SnapshotReport:
+    status: str  # "completed", "skipped" (already complete) or "no_data"
+    slot_name: str
+    consistent_point: str
+    tables: list[str]
+    rows_per_topic: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_topic.values())
+
+
+@dataclass
+class StreamReport:
+    batches: int = 0
+    events_per_topic: dict[str, int] = field(default_factory=dict)
+    last_offset: str | None = None
+    confirmed_flush_lsn: str | None = None
+    seconds: float = 0.0
+    snapshot: SnapshotReport | None = None
+
+    @property
+    def events(self) -> int:
+        return sum(self.events_per_topic.values())
+
+
+def run_query(spark: SparkSession, config: Config, source_format: str, options: Mapping[str, str],
+              query_name: str, report: StreamReport,
+              on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamingQuery:
+    """Run the change stream into the configured sink until the trigger or ``cdckit.stream.max.batches`` stops it.
+
+    Returns the stopped query (its ``lastProgress`` names the last committed batch and offsets).
+    """
+    sink, output = config.str("cdckit.sink"), config.str("cdckit.output.path")
+    totals: Counter[str] = Counter()
+    enough = threading.Event()
+    last_batch_id = [-1]
+    max_batches = config.int("cdckit.stream.max.batches")
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        summary = write_stream_batch(batch, batch_id, sink, output)
+        totals.update(summary)
+        report.batches += 1
+        last_batch_id[0] = batch_id
+        if on_batch is not None:
+            on_batch(batch_id, summary)
+        if max_batches and report.batches >= max_batches:
+            enough.set()
+
+    stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
+    writer = stream.writeStream.foreachBatch(each_batch).option(
+        "checkpointLocation", str(Path(config.str("cdckit.checkpoint.location")) / "stream"))
+    if config.str("cdckit.trigger") == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
+        writer = writer.trigger(processingTime=interval)
+    query = writer.queryName(query_name).start()
+    try:
+        while query.isActive:
+            if enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]:
+                # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
+                # and replayed by the next run.
+                query.stop()
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    finally:
+        report.events_per_topic = dict(sorted(totals.items()))
+    return query
+
+
+def progress_batch(query: StreamingQuery) -> int:
+    """The id of the last batch the query reported complete (committed), or -1."""
+    progress = query.lastProgress
+    return int(progress["batchId"]) if progress else -1
