@@ -29,6 +29,7 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
 from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 
@@ -49,6 +50,11 @@ def _write_state(config: Config, state: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
+def _previously_captured(config: Config, database: str) -> list[str]:
+    state = _read_state(config) or {}
+    return [name.split(".", 1)[1] for name in state.get("tables", []) if name.split(".", 1)[0] == database]
+
+
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     """Check every database (CDC on, Agent running) and every captured table (types it can map)."""
     options = config.as_properties(include_secrets=True)
@@ -60,7 +66,7 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
             cursor = conn.cursor()
             check_database(cursor, database)
             require_max_lsn(cursor, database)
-            found = capture_instances(cursor, database, options)
+            found = capture_instances(cursor, database, options, _previously_captured(config, database))
         finally:
             conn.close()
         for instance in found:
@@ -79,7 +85,9 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     for database in databases(options):
         conn = connect(options, database)
         try:
-            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or 0) or ""
+            # No maximum LSN yet: stream everything since the capture instances started.
+            first = min((i.start_lsn for i in instances if i.database == database), default=1)
+            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
         finally:
             conn.close()
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]
@@ -97,8 +105,10 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     watermarks = [json.loads(c) for c in controls]
     report = SnapshotReport("completed" if data else "no_data", "", json.dumps(start), tables,
                             dict(sorted(rows.items())), round(time.monotonic() - started, 3))
+    starts = {f"{i.database}.{i.capture_instance}": format_sqlserver_lsn(i.start_lsn) for i in instances}
+    known = {f"{i.database}.{i.capture_instance}": f"{i.database}.{i.qualified_name}" for i in instances}
     _write_state(config, {**asdict(report), "status": "completed", "consistent_point": start,
-                          "watermarks": watermarks})
+                          "watermarks": watermarks, "capture_instance_starts": starts, "capture_instances": known})
     return report
 
 
@@ -151,6 +161,8 @@ def run_stream(spark: SparkSession, config: Config,
     state = _read_state(config) or {}
     if state.get("consistent_point"):
         options["cdckit.stream.start"] = json.dumps(state["consistent_point"])
+    options[KNOWN_STARTS_OPTION] = json.dumps(state.get("capture_instance_starts", {}))
+    options[KNOWN_INSTANCES_OPTION] = json.dumps(state.get("capture_instances", {}))
     options[CHUNKS_OPTION] = ChunkFilter.to_option([ChunkWatermark(**w) for w in state.get("watermarks", [])])
     query = run_query(spark, config, "cdckit_sqlserver_changes", options, f"cdckit_{config.str('topic.prefix')}",
                       report, on_batch)

@@ -31,6 +31,9 @@ from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, option_bool
 
+KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at first read}
+KNOWN_INSTANCES_OPTION = "cdckit.sqlserver.known.instances"  # {"db.capture_instance": "db.schema.table"}
+
 
 def offset(positions: dict[str, int]) -> dict[str, Any]:
     return {"databases": {db: {"commit_lsn": format_sqlserver_lsn(lsn), "change_lsn": None, "event_serial_no": None}
@@ -119,7 +122,9 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
         for database in self.databases:
             if finish.get(database, 0) <= begin.get(database, 0):
                 continue
-            instances = tuple(capture_instances(self._cursor(database), database, self.options))
+            known = json.loads(self.options.get(KNOWN_INSTANCES_OPTION, "{}"))
+            previously = [table.split(".", 1)[1] for table in known.values() if table.startswith(f"{database}.")]
+            instances = tuple(capture_instances(self._cursor(database), database, self.options, previously))
             groups = [instances] if together else [(instance,) for instance in instances]
             partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database])
                               for group in groups if group)
@@ -145,12 +150,15 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
                            formats[by_table[(event.schema, event.table)].capture_instance]),
             lambda event: format_sqlserver_lsn(event.position.commit_lsn) or "")
         skip = ChunkFilter.from_options(options)
+        starts = json.loads(options.get(KNOWN_STARTS_OPTION, "{}"))
         conn = connect(options, partition.database)
         try:
             streams = []
             for instance in partition.instances:
                 cursor = conn.cursor()
-                first = check_readable(cursor, instance, partition.start)
+                known_since = starts.get(f"{instance.database}.{instance.capture_instance}")
+                first = check_readable(cursor, instance, partition.start,
+                                       parse_sqlserver_lsn(known_since) if known_since else None)
                 streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end)))
             events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
                 streams[0] if streams else iter(()))

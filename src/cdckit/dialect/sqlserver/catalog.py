@@ -71,8 +71,13 @@ def check_database(cursor: Any, database: str) -> None:
             f"(EXEC sys.sp_cdc_enable_db) as sysadmin")
 
 
-def capture_instances(cursor: Any, database: str, options: Mapping[str, str]) -> list[CaptureInstance]:
-    """The newest capture instance of every captured table that the include/exclude lists select."""
+def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
+                      previously_captured: Sequence[str] = ()) -> list[CaptureInstance]:
+    """The newest capture instance of every captured table that the include/exclude lists select.
+
+    ``previously_captured`` lists ``schema.table`` names read in earlier runs: one of them without a capture
+    instance now means CDC was disabled for it, which is reported by name.
+    """
     db = queries.quote_name(database)
     cursor.execute(queries.CAPTURE_INSTANCES.format(db=db))
     rows = cursor.fetchall()
@@ -83,6 +88,14 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str]) ->
     chosen = [row for (schema, table), row in newest.items()
               if (not include or _matches(include, f"{schema}.{table}"))
               and not (exclude and _matches(exclude, f"{schema}.{table}"))]
+    current = {f"{schema}.{table}".lower() for schema, table in newest}
+    for name in previously_captured:
+        selected = (not include or _matches(include, name)) and not (exclude and _matches(exclude, name))
+        if selected and name.lower() not in current:
+            raise SourcePreconditionError(
+                f"CDC was disabled for table {database}.{name}, which cdckit was capturing (it has no capture "
+                f"instance any more); re-enable it with sys.sp_cdc_enable_table (sql/sqlserver/"
+                f"03_enable_cdc_table.sql) and take a new snapshot of it, or remove it from table.include.list")
     for entry in include:
         if not any(re.fullmatch(entry, f"{r[0]}.{r[1]}", flags=re.IGNORECASE) for r in chosen):
             raise TableNotFoundError(

@@ -60,8 +60,14 @@ def require_max_lsn(cursor: Any, database: str) -> int | None:
     return value
 
 
-def check_readable(cursor: Any, instance: CaptureInstance, start: int) -> int:
-    """The first LSN to read for ``instance`` after ``start``; raises when changes after ``start`` were purged."""
+def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_since: int | None = None) -> int:
+    """The first LSN to read for ``instance`` after ``start``; raises when changes after ``start`` were purged.
+
+    ``known_since`` is the start LSN the capture instance had when cdckit first read it (recorded with the
+    snapshot): the cleanup job raises an instance's start LSN, so only that record tells a purge apart from an
+    instance created after ``start`` (a new capture instance after a schema change), whose earlier changes never
+    existed.
+    """
     low = min_lsn(cursor, instance.database, instance.capture_instance)
     if low == 0:
         raise CaptureDisabledError(
@@ -69,13 +75,13 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int) -> int:
             f"{instance.capture_instance} no longer exists); re-enable it with sys.sp_cdc_enable_table "
             f"(sql/sqlserver/03_enable_cdc_table.sql) or remove the table from table.include.list")
     first = start + 1
-    if first < low and low > instance.start_lsn:
+    if first < low and known_since is not None and known_since <= first:
         raise PurgedChangesError(
             f"changes of {instance.database}.{instance.qualified_name} after LSN {format_sqlserver_lsn(start)} "
             f"were removed by the CDC cleanup job (capture instance {instance.capture_instance} now starts at "
             f"{format_sqlserver_lsn(low)}), so cdckit cannot read them; raise the cleanup job's retention "
-            f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot of the table (delete the "
-            f"checkpoint, or set cdckit.sqlserver.purged.changes=resnapshot)")
+            f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot (delete "
+            f"cdckit.checkpoint.location and run the job again)")
     return max(first, low)
 
 

@@ -20,7 +20,6 @@ from typing import Any
 from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance
 from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, read_changes, require_max_lsn
-from cdckit.errors import SourcePreconditionError
 from cdckit.events import ChangeEvent
 
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
@@ -66,7 +65,7 @@ def plan_chunks(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> list
     cursor.execute(queries.key_bounds(db, instance.schema, instance.name, key))
     low, high, count = cursor.fetchone()
     if low is None:
-        return [Chunk(instance.database, instance.schema, instance.name, 0, None, None)]
+        return []  # an empty table: nothing to read (and the snapshot's last row is in another table)
     span = int(high) - int(low) + 1
     pieces = max(1, min(MAX_CHUNKS_PER_TABLE, math.ceil(span / chunk_rows), math.ceil(int(count) / chunk_rows) + 1))
     step = math.ceil(span / pieces)
@@ -85,12 +84,9 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
     ``cdckit.snapshot.chunk.rows`` bounds them."""
     cursor = conn.cursor()
     db = queries.quote_name(instance.database)
-    low = require_max_lsn(cursor, instance.database)
-    if low is None:
-        raise SourcePreconditionError(
-            f"database {instance.database!r} has no maximum LSN yet (no change captured since CDC was enabled); "
-            f"the snapshot needs one to reconcile chunks: make one change in a captured table, or wait for the "
-            f"capture job")
+    # No maximum LSN yet (nothing captured since CDC was enabled): everything later is reconciled from the
+    # capture instance's start.
+    low = require_max_lsn(cursor, instance.database) or max(instance.start_lsn - 1, 0)
     cursor.execute(queries.SET_ISOLATION[isolation])
     if isolation == "exclusive":
         conn.autocommit = False

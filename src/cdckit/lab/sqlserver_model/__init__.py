@@ -1,0 +1,103 @@
+"""A model of SQL Server 2022 CDC answering exactly the statements of ``cdckit.dialect.sqlserver.queries``.
+
+SQL Server cannot run on this machine, so the SQL Server dialect is tested against this model, which returns what
+pyodbc + SQL Server return for those statements. All state lives in one SQLite file (WAL mode, busy timeout,
+writers serialised with ``BEGIN IMMEDIATE``), so Spark's Python workers, other processes and the test process
+see one server.
+
+Two separate surfaces:
+
+* Admin API (Python, for tests): ``SqlServerModel(path)`` with ``create_database``, ``create_table`` (columns
+  as :class:`ModelColumn`, ``sys.types`` names), ``alter_table_add_column``, ``enable_cdc``, ``enable_table``
+  (default instance ``<schema>_<table>``, at most two instances per table), ``disable_table``, ``transaction(db)``
+  (``insert`` / ``update`` / ``delete``), ``agent_running`` / ``start_agent`` / ``stop_agent``, ``cleanup``,
+  ``record_statements`` / ``statement_log``.
+* DB-API (pyodbc's shape): ``connect("MODEL=<path>;DATABASE=...")``, ``connect_factory(path)``; Connection and
+  Cursor with ``execute(sql, *params)``, ``fetchone/fetchmany/fetchall/fetchval``, iteration, ``description``,
+  ``rowcount`` (-1 for queries, as pyodbc), ``Row`` with attribute access; errors with pyodbc's
+  ``(sqlstate, message)`` arguments and SQL Server's message numbers.
+
+Modelled:
+
+* Statements: each statement is whitespace-normalised, parsed with ``sqlglot.parse_one(sql, read="tsql")``
+  (invalid T-SQL raises; the only exceptions are ``SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED`` and
+  ``... SNAPSHOT``, valid T-SQL that sqlglot 29 rejects), its ``?`` markers counted against the parameters,
+  and matched against the rendered templates of queries.py. Anything else raises
+  :class:`UnmodelledStatementError` naming the statement.
+* Transactions: each committed model transaction gets one commit LSN (``__$start_lsn``), each change its own
+  ``__$seqval`` (increasing, below the commit LSN); an update writes rows 3 and 4 with one seqval; an update
+  that changes a primary-key value is logged as a delete (1) and an insert (2) with one seqval. LSNs are 10-byte
+  big-endian values from a per-database counter; ``__$update_mask`` has bit (column_ordinal - 1) set, ordinal 1
+  being the lowest bit of the last byte (all captured columns for 1 and 2, the SET-clause columns for 3 and 4).
+* The capture job: committed changes of a CDC-enabled database wait in a "log" until SQL Server Agent runs (the
+  default), then reach every capture instance enabled before they committed, with a ``cdc.lsn_time_mapping`` row
+  (begin/end time as ``datetime``, transaction id) per transaction with captured changes, and a ``tran_id`` 0x00
+  row when a scan ends on transactions that captured nothing. ``fn_cdc_get_max_lsn()`` is the highest mapping
+  LSN (NULL before the first harvest); ALTER TABLE ADD COLUMN reaches ``cdc.ddl_history`` the same way.
+* The cleanup job (``cleanup``): change rows below the low-water LSN are purged and the instance's start_lsn
+  (``fn_cdc_get_min_lsn``) raised; mapping rows below every instance's start_lsn are purged.
+* ``cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')`` with SQL Server's checks: error 313 when
+  from < the instance's min LSN, to > max LSN, from > to or either is NULL; 208 for an unknown instance; 207 for a
+  column the instance does not capture.
+* Catalog: ``sys.databases.is_cdc_enabled``, ``sys.tables/schemas/columns/types/indexes/index_columns`` (primary
+  key), ``cdc.change_tables/captured_columns/index_columns/ddl_history/lsn_time_mapping``, sys.columns sizes as
+  SQL Server reports them, the Agent in ``sys.dm_server_services`` (status 4 running, 1 stopped),
+  ``SERVERPROPERTY('ProductVersion')`` = 16.0.1000.6.
+* Values as pyodbc returns them: int, bool (bit), Decimal, float, str (char/nchar blank-padded, uniqueidentifier
+  upper-case text), bytes (binary zero-padded), date, time, naive datetime (``datetime`` rounded to 1/300 s,
+  ``smalldatetime`` to the minute, ``datetime2``/``time`` to their scale, at most microseconds). ``datetimeoffset``
+  raises pyodbc's "ODBC SQL type -155 is not yet supported" unless an output converter for -155 is added, which
+  then receives SQL_SS_TIMESTAMPOFFSET_STRUCT bytes. Conversion, overflow, truncation, NULL, duplicate-key and
+  identity errors carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
+* Plain table reads (``select_rows``, ``read_signals``, ``key_bounds``, ``lock_table``): range conditions on the
+  first key column, ORDER BY the key, NULLs first; strings compare case-insensitively ignoring trailing blanks
+  (an approximation of the default SQL_Latin1_General_CP1_CI_AS collation). ``SET TRANSACTION ISOLATION LEVEL``
+  is accepted and the level recorded (``Connection.isolation_level``); TABLOCKX is recorded until commit.
+
+Not modelled: a real transaction log (log records are rows in SQLite; the capture job runs synchronously at
+commit or agent start rather than polling), isolation semantics and locking beyond recording them (every
+statement reads the latest committed state), concurrent client transactions, DML or DDL through SQL, capture
+job latency and batch limits, retention by time, net changes (``fn_cdc_get_net_changes_``) and the other row
+filter options, ``__$end_lsn`` (always NULL), computed columns, LOB specifics (``text``/``image`` are plain
+values), rowversion, sql_variant, spatial and user-defined types, collations other than the approximation above,
+``tran_id`` values beyond an increasing counter, and ``fn_cdc_map_lsn_to_time`` for LSNs without a mapping row
+(NULL here).
+"""
+
+from __future__ import annotations
+
+from ._admin import SqlServerModel
+from ._dbapi import (
+    Connection,
+    Cursor,
+    ModelConnector,
+    Row,
+    apilevel,
+    connect,
+    connect_factory,
+    paramstyle,
+    threadsafety,
+)
+from ._dml import ModelTransaction
+from ._errors import (
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    UnmodelledStatementError,
+    Warning,
+)
+from ._statements import PRODUCT_VERSION
+from ._types import ZERO_LSN, ModelColumn, increment_lsn, lsn_text
+
+__all__ = [
+    "PRODUCT_VERSION", "ZERO_LSN", "Connection", "Cursor", "DataError", "DatabaseError", "Error", "IntegrityError",
+    "InterfaceError", "InternalError", "ModelColumn", "ModelConnector", "ModelTransaction", "NotSupportedError",
+    "OperationalError", "ProgrammingError", "Row", "SqlServerModel", "UnmodelledStatementError", "Warning",
+    "apilevel", "connect", "connect_factory", "increment_lsn", "lsn_text", "paramstyle", "threadsafety",
+]

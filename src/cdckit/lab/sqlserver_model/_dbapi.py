@@ -1,0 +1,288 @@
+"""The pyodbc-shaped DB-API surface: ``connect``, Connection, Cursor, Row."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from . import _sqlite as store
+from ._errors import Error, InterfaceError, ProgrammingError, driver_error, server_error
+from ._statements import Result, Session, execute
+from ._types import DATETIMEOFFSET_SQL_TYPE, TYPES, datetimeoffset_struct
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+
+class Row(tuple[Any, ...]):
+    """Like ``pyodbc.Row``: a tuple whose values are also attributes named after the columns."""
+
+    _names: dict[str, int]
+    cursor_description: tuple[tuple[Any, ...], ...]
+
+    def __new__(cls, values: Sequence[Any], description: tuple[tuple[Any, ...], ...]) -> Row:
+        row = super().__new__(cls, values)
+        row.cursor_description = description
+        row._names = {d[0]: i for i, d in enumerate(description) if d[0]}
+        return row
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[self.__dict__["_names"][name]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Row, (tuple(self), self.cursor_description))
+
+
+def _description(result: Result) -> tuple[tuple[Any, ...], ...] | None:
+    if result.columns is None:
+        return None
+    described = []
+    for out in result.columns:
+        column = out.column
+        python_type = TYPES[column.type_name][4]
+        if python_type is str or python_type is bytearray:
+            wide = column.type_name in ("nchar", "nvarchar", "sysname")
+            chars = column.max_length // 2 if wide else column.max_length
+            size = 0 if column.max_length == -1 else chars
+        else:
+            size = column.precision
+        described.append((out.name, python_type, None, size, column.precision, column.scale, column.nullable))
+    return tuple(described)
+
+
+class Cursor:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.description: tuple[tuple[Any, ...], ...] | None = None
+        self.rowcount = -1
+        self.arraysize = 1
+        self._rows: list[Row] = []
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise driver_error(ProgrammingError, "HY000", "Attempt to use a closed cursor.")
+        self.connection._check()
+
+    def execute(self, sql: str, *params: Any) -> Cursor:
+        """pyodbc style: ``execute(sql, a, b)`` or ``execute(sql, (a, b))``."""
+        self._check()
+        if len(params) == 1 and isinstance(params[0], (tuple, list)):
+            params = tuple(params[0])
+        self.description, self._rows, self.rowcount = None, [], -1
+        name, result = execute(self.connection._sqlite, sql, params, self.connection.session)
+        self.connection._record(name, sql, params)
+        self.description = _description(result)
+        if self.description is not None:
+            converters = self.connection._output_converters
+            self._rows = [Row(self._convert(values, result, converters), self.description) for values in result.rows]
+        return self
+
+    def _convert(self, values: tuple[Any, ...], result: Result,
+                 converters: dict[int, Callable[[Any], Any]]) -> list[Any]:
+        assert result.columns is not None
+        converted = list(values)
+        for index, out in enumerate(result.columns):
+            if out.column.type_name == "datetimeoffset" and values[index] is not None:
+                converter = converters.get(DATETIMEOFFSET_SQL_TYPE)
+                if converter is None:
+                    raise driver_error(ProgrammingError, "HY106", f"ODBC SQL type -155 is not yet supported.  "
+                                       f"column-index={index}  type=-155")
+                converted[index] = converter(datetimeoffset_struct(values[index]))
+        return converted
+
+    def _results(self) -> None:
+        self._check()
+        if self.description is None:
+            raise driver_error(ProgrammingError, "24000", "No results.  Previous SQL was not a query.")
+
+    def fetchone(self) -> Row | None:
+        self._results()
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchval(self) -> Any:
+        row = self.fetchone()
+        return None if row is None else row[0]
+
+    def fetchmany(self, size: int | None = None) -> list[Row]:
+        self._results()
+        count = self.arraysize if size is None else size
+        taken, self._rows = self._rows[:count], self._rows[count:]
+        return taken
+
+    def fetchall(self) -> list[Row]:
+        self._results()
+        taken, self._rows = self._rows, []
+        return taken
+
+    def __iter__(self) -> Iterator[Row]:
+        while True:
+            row = self.fetchone()
+            if row is None:
+                return
+            yield row
+
+    def close(self) -> None:
+        self._closed = True
+        self._rows = []
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is None and not self.connection.autocommit and not self.connection.closed:
+            self.connection.commit()
+        self.close()
+
+
+class Connection:
+    """One client connection; it opens the model's SQLite file, so any process given the path sees one server."""
+
+    def __init__(self, path: str | Path, *, autocommit: bool = False, database: str | None = None,
+                 timeout: int = 0) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise driver_error(InterfaceError, "08001", f"[08001] the SQL Server model file {self.path} does not "
+                               "exist (create it with SqlServerModel(path))")
+        self._sqlite: sqlite3.Connection = store.open_sqlite(self.path)
+        self.autocommit = autocommit
+        self.timeout = timeout
+        self.session = Session()
+        self.closed = False
+        self._output_converters: dict[int, Callable[[Any], Any]] = {}
+        self.database = database
+        if database is not None:
+            exists = self._sqlite.execute("SELECT 1 FROM databases WHERE name = ?", (database,)).fetchone()
+            if exists is None:
+                self._sqlite.close()
+                error = server_error(InterfaceError, "42000", 4060, f'Cannot open database "{database}" requested '
+                                     "by the login. The login failed.")
+                error.args = (error.args[0], error.args[1].replace("SQLExecDirectW", "SQLDriverConnect"))
+                raise error
+
+    def _check(self) -> None:
+        if self.closed:
+            raise driver_error(ProgrammingError, "HY000", "Attempt to use a closed connection.")
+
+    def _record(self, name: str, sql: str, params: Sequence[Any]) -> None:
+        if not store.server_value(self._sqlite, "record_statements"):
+            return
+        self._sqlite.execute("BEGIN IMMEDIATE")
+        self._sqlite.execute("INSERT INTO statement_log (name, sql, params, isolation_level) VALUES (?, ?, ?, ?)",
+                             (name, " ".join(sql.split()), repr(tuple(params)), self.session.isolation_level))
+        self._sqlite.execute("COMMIT")
+
+    @property
+    def isolation_level(self) -> str:
+        """The level last set with SET TRANSACTION ISOLATION LEVEL (READ COMMITTED, SQL Server's default)."""
+        return self.session.isolation_level
+
+    def cursor(self) -> Cursor:
+        self._check()
+        return Cursor(self)
+
+    def execute(self, sql: str, *params: Any) -> Cursor:
+        return self.cursor().execute(sql, *params)
+
+    def commit(self) -> None:
+        """Ends the (read-only) transaction: table locks taken with TABLOCKX are released."""
+        self._check()
+        self.session.locked_tables.clear()
+
+    def rollback(self) -> None:
+        self._check()
+        self.session.locked_tables.clear()
+
+    def add_output_converter(self, sqltype: int, func: Callable[[Any], Any] | None) -> None:
+        if func is None:
+            self._output_converters.pop(sqltype, None)
+        else:
+            self._output_converters[sqltype] = func
+
+    def clear_output_converters(self) -> None:
+        self._output_converters.clear()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._sqlite.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        # pyodbc: the with block commits on success and does not close the connection
+        if not self.closed and not self.autocommit:
+            self.commit() if kind is None else self.rollback()
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    """``KEY=value;KEY={va;lue}`` -> {upper-case key: value}."""
+    items: dict[str, str] = {}
+    position = 0
+    while position < len(text):
+        equals = text.find("=", position)
+        if equals < 0:
+            if text[position:].strip(" ;"):
+                raise driver_error(InterfaceError, "IM002", f"bad connection string item: {text[position:]!r}")
+            break
+        key = text[position:equals].strip(" ;").upper()
+        position = equals + 1
+        if text[position:position + 1] == "{":
+            end = position + 1
+            while True:
+                end = text.find("}", end)
+                if end < 0:
+                    raise driver_error(InterfaceError, "IM002", "unterminated {value} in connection string")
+                if text[end + 1:end + 2] == "}":
+                    end += 2
+                    continue
+                break
+            value = text[position + 1:end].replace("}}", "}")
+            position = text.find(";", end)
+            position = len(text) if position < 0 else position + 1
+        else:
+            end = text.find(";", position)
+            end = len(text) if end < 0 else end
+            value = text[position:end].strip()
+            position = end + 1
+        items[key] = value
+    return items
+
+
+def connect(connection_string: str = "", *, autocommit: bool = False, timeout: int = 0,
+            **attributes: Any) -> Connection:
+    """pyodbc.connect's shape; the model file comes from the ``MODEL=<path>`` item (or ``model=`` keyword)."""
+    items = parse_connection_string(connection_string)
+    items.update({key.upper(): str(value) for key, value in attributes.items()})
+    if "MODEL" not in items:
+        raise driver_error(InterfaceError, "IM002", "the connection string names no MODEL=<path of the SQL Server "
+                           "model's SQLite file>")
+    database = items.get("DATABASE") or None
+    return Connection(items["MODEL"], autocommit=autocommit, database=database, timeout=timeout)
+
+
+class ModelConnector:
+    """A picklable stand-in for ``pyodbc.connect`` bound to one model file (Spark workers can unpickle it)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+
+    def __call__(self, connection_string: str = "", **kwargs: Any) -> Connection:
+        return connect(connection_string, **{**kwargs, "model": self.path})
+
+
+def connect_factory(path: str | Path) -> ModelConnector:
+    return ModelConnector(path)
+
+
+__all__ = ["Connection", "Cursor", "Error", "ModelConnector", "Row", "connect", "connect_factory"]

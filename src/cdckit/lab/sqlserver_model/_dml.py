@@ -1,0 +1,250 @@
+"""DML transactions of the admin API and the capture job that moves committed log records into change tables."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _sqlite as store
+from ._errors import IntegrityError, ProgrammingError, server_error
+from ._types import ZERO_LSN, coerce, compare_key, encode, int_to_lsn
+
+if TYPE_CHECKING:
+    from ._admin import SqlServerModel
+
+
+def allocate_lsn(conn: sqlite3.Connection, db: str) -> bytes:
+    value = conn.execute("SELECT next_lsn FROM databases WHERE name = ?", (db,)).fetchone()[0]
+    conn.execute("UPDATE databases SET next_lsn = ? WHERE name = ?", (value + 1, db))
+    return int_to_lsn(value)
+
+
+def cdc_enabled(conn: sqlite3.Connection, db: str) -> bool:
+    return bool(conn.execute("SELECT is_cdc_enabled FROM databases WHERE name = ?", (db,)).fetchone()[0])
+
+
+def tran_id(conn: sqlite3.Connection, db: str) -> bytes:
+    value = conn.execute("SELECT next_tran FROM databases WHERE name = ?", (db,)).fetchone()[0]
+    conn.execute("UPDATE databases SET next_tran = ? WHERE name = ?", (value + 1, db))
+    return int(0x3A0 + value).to_bytes(10, "big")
+
+
+def harvest(conn: sqlite3.Connection, db: str) -> None:
+    """The capture job's scan: committed log records -> change tables, ``cdc.ddl_history``, ``cdc.lsn_time_mapping``.
+
+    A change reaches each capture instance of its table enabled before the change committed. A transaction with
+    at least one captured change gets a mapping row with its transaction id; a scan whose last transaction
+    captured nothing ends with a mapping row with ``tran_id`` 0x00 (SQL Server's "LSN processing completed" entry).
+    """
+    records = conn.execute("SELECT id, commit_lsn, seqval, kind, source_object_id, before, after, changed, "
+                           "command_id, begin_time, end_time, tran_id FROM log WHERE db = ? AND commit_lsn IS NOT "
+                           "NULL ORDER BY commit_lsn, seqval, id", (db,)).fetchall()
+    cache: dict[int, list[store.InstanceInfo]] = {}
+    last: tuple[bytes, str, str] | None = None
+    captured_last = False
+    for index, record in enumerate(records):
+        (_, commit, seqval, kind, source, before, after, changed, command_id, begin, end, tran_id) = record
+        if source not in cache:
+            cache[source] = store.instances(conn, db, source_object_id=source)
+        targets = [i for i in cache[source] if i.start_lsn < bytes(commit)]
+        if index == 0 or bytes(records[index - 1][1]) != bytes(commit):
+            captured_last = False
+        for instance in targets:
+            if kind == "ddl":
+                conn.execute("INSERT INTO ddl_history VALUES (?, ?, ?, 0, ?, ?, ?)",
+                             (db, source, instance.object_id, changed, commit, end))
+                continue
+            _write_change(conn, instance, kind, commit, seqval, command_id, before, after, json.loads(changed))
+            captured_last = True
+        last_of_transaction = index + 1 == len(records) or bytes(records[index + 1][1]) != bytes(commit)
+        if last_of_transaction and captured_last:
+            conn.execute("INSERT INTO lsn_time_mapping VALUES (?, ?, ?, ?, ?)", (db, commit, begin, end, tran_id))
+        last = (bytes(commit), begin, end)
+    if last is not None and not captured_last:
+        conn.execute("INSERT INTO lsn_time_mapping VALUES (?, ?, ?, ?, ?)", (db, last[0], last[1], last[2], ZERO_LSN))
+    conn.execute("DELETE FROM log WHERE db = ? AND commit_lsn IS NOT NULL", (db,))
+
+
+def _write_change(conn: sqlite3.Connection, instance: store.InstanceInfo, kind: str, commit: bytes, seqval: bytes,
+                  command_id: int, before: str | None, after: str | None, changed: list[str]) -> None:
+    names = [column.name for _, column in instance.captured]
+    all_bits = (1 << len(names)) - 1
+    changed_folded = {name.casefold() for name in changed}
+    update_bits = sum(1 << (ordinal - 1) for ordinal, column in instance.captured
+                      if column.name.casefold() in changed_folded)
+    width = max(1, (len(names) + 7) // 8)
+
+    def row(operation: int, image: str | None, bits: int) -> None:
+        values = json.loads(image or "{}")
+        data = json.dumps({name: values.get(name) for name in names})
+        conn.execute("INSERT INTO change_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (instance.db, instance.object_id, commit, seqval, operation, bits.to_bytes(width, "big"),
+                      command_id, data))
+
+    if kind == "insert":
+        row(2, after, all_bits)
+    elif kind == "delete":
+        row(1, before, all_bits)
+    elif kind == "key_update":  # SQL Server logs a primary-key update as delete + insert at one seqval
+        row(1, before, all_bits)
+        row(2, after, all_bits)
+    else:
+        row(3, before, update_bits)
+        row(4, after, update_bits)
+
+
+class ModelTransaction:
+    """Holds SQLite's write lock from ``__enter__`` to commit, so model transactions are serialised."""
+
+    def __init__(self, model: SqlServerModel, db: str) -> None:
+        self._model, self._db_requested = model, db
+        self._conn: sqlite3.Connection | None = None
+        self._commands = 0
+        self.commit_lsn: bytes | None = None
+
+    def __enter__(self) -> ModelTransaction:
+        self._conn = store.open_sqlite(self._model.path)
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._db = store.database_name(self._conn, self._db_requested)
+            self._cdc = cdc_enabled(self._conn, self._db)
+            self._begin = self._model._now()
+            allocate_lsn(self._conn, self._db)  # LOP_BEGIN_XACT
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            self._conn.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        assert self._conn is not None
+        conn, self._conn = self._conn, None
+        try:
+            if kind is not None:
+                conn.execute("ROLLBACK")
+                return
+            if self._commands and self._cdc:
+                self.commit_lsn = allocate_lsn(conn, self._db)
+                conn.execute("UPDATE log SET commit_lsn = ?, begin_time = ?, end_time = ?, tran_id = ? "
+                             "WHERE db = ? AND commit_lsn IS NULL",
+                             (self.commit_lsn, self._begin, self._model._now(),
+                              tran_id(conn, self._db), self._db))
+                if store.server_value(conn, "agent_running"):
+                    harvest(conn, self._db)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("use the transaction inside its `with` block")
+        return self._conn
+
+    def _log(self, kind: str, info: store.TableInfo, before: dict[str, Any] | None, after: dict[str, Any] | None,
+             changed: Sequence[str] = ()) -> None:
+        self._commands += 1
+        if not self._cdc:
+            return
+        seqval = allocate_lsn(self.conn, self._db)
+        images = [None if image is None else json.dumps(self._encoded(info, image)) for image in (before, after)]
+        self.conn.execute("INSERT INTO log (db, seqval, kind, source_object_id, before, after, changed, command_id) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (self._db, seqval, kind, info.object_id, images[0], images[1], json.dumps(list(changed)),
+                           self._commands))
+
+    @staticmethod
+    def _encoded(info: store.TableInfo, row: Mapping[str, Any]) -> dict[str, Any]:
+        return {c.name: encode(c, row.get(c.name)) for _, c in info.columns}
+
+    def _matching(self, info: store.TableInfo, key: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+        wanted = {}
+        for name, value in key.items():
+            column = info.column(name)
+            if column is None:
+                raise server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{name}'.")
+            wanted[column.name] = compare_key(coerce(column, value))
+        return [(rid, row) for rid, row in store.table_rows(self.conn, info)
+                if all(row[n] is not None and compare_key(row[n]) == v for n, v in wanted.items())]
+
+    def _check_key(self, info: store.TableInfo, row: Mapping[str, Any], skip_rid: int | None = None) -> None:
+        if not info.primary_key:
+            return
+        key = {k: row[k] for k in info.primary_key}
+        for rid, _ in self._matching(info, key):
+            if rid != skip_rid:
+                raise server_error(IntegrityError, "23000", 2627, f"Violation of PRIMARY KEY constraint "
+                                   f"'PK__{info.name[:8]}__{info.object_id:016X}'. Cannot insert duplicate key in "
+                                   f"object '{info.schema}.{info.name}'. The duplicate key value is "
+                                   f"({', '.join(str(v) for v in key.values())}).")
+
+    def _store(self, info: store.TableInfo, row: Mapping[str, Any], rid: int | None = None) -> None:
+        data = json.dumps(self._encoded(info, row))
+        if rid is None:
+            self.conn.execute("INSERT INTO source_rows (db, object_id, data) VALUES (?, ?, ?)",
+                              (info.db, info.object_id, data))
+        else:
+            self.conn.execute("UPDATE source_rows SET data = ? WHERE rid = ?", (data, rid))
+
+    def insert(self, schema: str, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        """INSERT one row; returns it as stored (identity value assigned, values converted to the column types)."""
+        info = store.table_info(self.conn, self._db, schema, table)
+        given = {k.casefold(): v for k, v in row.items()}
+        unknown = set(given) - {c.name.casefold() for _, c in info.columns}
+        if unknown:
+            raise server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{sorted(unknown)[0]}'.")
+        stored: dict[str, Any] = {}
+        for _, column in info.columns:
+            if column.identity:
+                if column.name.casefold() in given:
+                    raise server_error(ProgrammingError, "23000", 544, f"Cannot insert explicit value for identity "
+                                       f"column in table '{info.name}' when IDENTITY_INSERT is set to OFF.")
+                value = self.conn.execute("SELECT next_identity FROM tables WHERE db = ? AND object_id = ?",
+                                          (info.db, info.object_id)).fetchone()[0]
+                self.conn.execute("UPDATE tables SET next_identity = ? WHERE db = ? AND object_id = ?",
+                                  (value + 1, info.db, info.object_id))
+                stored[column.name] = coerce(column, value)
+            else:
+                stored[column.name] = coerce(column, given.get(column.name.casefold()), info.qualified)
+        self._check_key(info, stored)
+        self._store(info, stored)
+        self._log("insert", info, None, stored)
+        return stored
+
+    def update(self, schema: str, table: str, key: Mapping[str, Any], changes: Mapping[str, Any]) -> int:
+        """UPDATE ... SET <changes> WHERE <key columns = values>; returns the number of rows updated."""
+        info = store.table_info(self.conn, self._db, schema, table)
+        matched = self._matching(info, key)
+        count = 0
+        for rid, old in matched:
+            new = dict(old)
+            changed = []
+            for name, value in changes.items():
+                column = info.column(name)
+                if column is None:
+                    raise server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{name}'.")
+                if column.identity:
+                    raise server_error(ProgrammingError, "42000", 8102, f"Cannot update identity column "
+                                       f"'{column.name}'.")
+                new[column.name] = coerce(column, value, info.qualified)
+                changed.append(column.name)
+            key_changed = any(compare_key(old[k]) != compare_key(new[k]) for k in info.primary_key)
+            if key_changed:
+                self._check_key(info, new, skip_rid=rid)
+            self._store(info, new, rid)
+            self._log("key_update" if key_changed else "update", info, old, new, changed)
+            count += 1
+        return count
+
+    def delete(self, schema: str, table: str, key: Mapping[str, Any]) -> int:
+        """DELETE ... WHERE <key columns = values>; returns the number of rows deleted."""
+        info = store.table_info(self.conn, self._db, schema, table)
+        matched = self._matching(info, key)
+        for rid, old in matched:
+            self.conn.execute("DELETE FROM source_rows WHERE rid = ?", (rid,))
+            self._log("delete", info, old, None)
+        return len(matched)

@@ -1,0 +1,416 @@
+"""Recognising the statements of ``cdckit.dialect.sqlserver.queries`` and answering them from the SQLite state.
+
+Every template is rendered with sentinel identifiers, escaped and turned into a regular expression, so the
+model accepts exactly what queries.py renders (whitespace normalised) and nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+import sqlglot.errors
+from sqlglot import exp
+
+from cdckit.dialect.sqlserver import queries as q
+
+from . import _sqlite as store
+from ._errors import (
+    ProgrammingError,
+    UnmodelledStatementError,
+    driver_error,
+    insufficient_arguments,
+    invalid_column,
+    invalid_object,
+    server_error,
+)
+from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, increment_lsn, sort_key
+
+PRODUCT_VERSION = "16.0.1000.6"
+_IDENT = r"(?:[^\]]|\]\])+"
+_LIST = rf"\[{_IDENT}\](?:, \[{_IDENT}\])*"
+
+
+@dataclass(frozen=True)
+class OutColumn:
+    name: str
+    column: ModelColumn
+
+
+def _out(name: str, type_name: str, max_length: int = 0, precision: int = 0, scale: int = 0,
+         nullable: bool = True) -> OutColumn:
+    return OutColumn(name, ModelColumn(name, type_name, max_length, precision, scale, nullable))
+
+
+@dataclass
+class Session:
+    """Per-connection state: the isolation level set, the tables locked with TABLOCKX."""
+
+    isolation_level: str = "READ COMMITTED"
+    locked_tables: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    columns: list[OutColumn] | None  # None: not a query (SET)
+    rows: list[tuple[Any, ...]]
+
+
+Handler = Callable[[sqlite3.Connection, dict[str, str], list[Any], Session], Result]
+
+
+def normalise(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def unquote(quoted: str) -> str:
+    return (quoted[1:-1] if quoted.startswith("[") else quoted).replace("]]", "]")
+
+
+def split_list(text: str) -> list[str]:
+    return [unquote(part) for part in re.findall(rf"\[{_IDENT}\]", text)]
+
+
+def _compile(rendered: str) -> re.Pattern[str]:
+    """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; QQxQQ = a name inside brackets."""
+    pattern = re.escape(normalise(rendered))
+    seen: set[str] = set()
+
+    def group(name: str, regex: str) -> str:
+        if name in seen:
+            return f"(?P={name})"
+        seen.add(name)
+        return f"(?P<{name}>{regex})"
+
+    counter = iter(range(1, 100))
+    pattern = re.sub(r"\\\[QQL(\w+?)QQ\\\]", lambda m: group(f"{m[1]}_{next(counter)}", _LIST), pattern)
+    pattern = re.sub("QQDBQQ", lambda m: group("db", rf"\[{_IDENT}\]"), pattern)
+    pattern = re.sub(r"QQ(\w+?)QQ", lambda m: group(m[1], _IDENT), pattern)
+    return re.compile(pattern + r"\Z")
+
+
+# ---- parameters ---------------------------------------------------------------------------------------------------
+def _binary(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise server_error(ProgrammingError, "42000", 257, f"Implicit conversion from data type "
+                       f"{'nvarchar' if isinstance(value, str) else type(value).__name__} to binary is not "
+                       "allowed. Use the CONVERT function to run this query.")
+
+
+def _top(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise server_error(ProgrammingError, "42000", 1060, "The number of rows provided for a TOP or FETCH "
+                           "clauses row count parameter must be an integer.")
+    return value
+
+
+def _database(conn: sqlite3.Connection, groups: dict[str, str]) -> str:
+    return store.database_name(conn, unquote(groups["db"]))
+
+
+def _require_cdc(conn: sqlite3.Connection, db: str, obj: str) -> None:
+    if not conn.execute("SELECT is_cdc_enabled FROM databases WHERE name = ?", (db,)).fetchone()[0]:
+        raise invalid_object(f"{db}.cdc.{obj}")
+
+
+def _lsn_out(name: str = "") -> OutColumn:
+    return _out(name, "binary", 10)
+
+
+def _scalar(out: OutColumn, value: Any) -> Result:
+    return Result([out], [(value,)])
+
+
+def _rows(columns: list[OutColumn], rows: Sequence[Sequence[Any]]) -> Result:
+    def value(column: OutColumn, v: Any) -> Any:
+        if column.column.type_name == "bit" and v is not None:
+            return bool(v)
+        return bytes(v) if isinstance(v, (bytearray, memoryview)) else v
+
+    converted = [tuple(value(c, v) for c, v in zip(columns, r, strict=True)) for r in rows]
+    return Result(columns, converted)
+
+
+# ---- handlers -----------------------------------------------------------------------------------------------------
+def _product_version(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    return _scalar(_out("", "nvarchar", 256), PRODUCT_VERSION)
+
+
+def _database_cdc_enabled(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    rows = conn.execute("SELECT is_cdc_enabled FROM databases WHERE name = ?", (p[0],)).fetchall()
+    return _rows([_out("is_cdc_enabled", "bit", nullable=False)], rows)
+
+
+def _agent_running(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    return _scalar(_out("is_running", "int", 4, 10, nullable=False),
+                   1 if store.server_value(conn, "agent_running") else 0)
+
+
+def _max_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    return _scalar(_lsn_out(), store.max_lsn(conn, _database(conn, g)))
+
+
+def _min_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    found = store.instances(conn, db, name=str(p[0])) if p[0] is not None else []
+    return _scalar(_lsn_out(), found[0].start_lsn if found else ZERO_LSN)
+
+
+def _increment_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    _database(conn, g)
+    lsn = _binary(p[0])
+    return _scalar(_lsn_out(), None if lsn is None else increment_lsn(lsn.rjust(10, b"\0")))
+
+
+def _capture_instances(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    _require_cdc(conn, db, "change_tables")
+    rows = conn.execute(
+        "SELECT s.name, t.name, ct.capture_instance, ct.start_lsn, ct.object_id, ct.source_object_id "
+        "FROM change_tables ct JOIN tables t ON t.db = ct.db AND t.object_id = ct.source_object_id "
+        "JOIN schemas s ON s.db = t.db AND s.schema_id = t.schema_id WHERE ct.db = ? "
+        "ORDER BY s.name, t.name, ct.create_date, ct.create_seq", (db,)).fetchall()
+    columns = [_out("schema_name", "sysname", 256, nullable=False), _out("table_name", "sysname", 256, nullable=False),
+               _out("capture_instance", "sysname", 256, nullable=False), _lsn_out("start_lsn"),
+               _out("object_id", "int", 4, 10, nullable=False), _out("source_object_id", "int", 4, 10)]
+    return _rows(columns, rows)
+
+
+def _captured_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    _require_cdc(conn, db, "captured_columns")
+    rows = conn.execute(
+        "SELECT cc.column_name, cc.column_ordinal, c.column_id, c.type_name, c.max_length, c.precision, c.scale, "
+        "c.is_nullable, c.is_identity FROM captured_columns cc JOIN columns c ON c.db = cc.db AND c.object_id = ? "
+        "AND c.name = cc.column_name WHERE cc.db = ? AND cc.object_id = ? ORDER BY cc.column_ordinal",
+        (p[0], db, p[1])).fetchall()
+    columns = [_out("column_name", "sysname", 256, nullable=False), _out("column_ordinal", "int", 4, 10),
+               _out("column_id", "int", 4, 10, nullable=False), _out("type_name", "sysname", 256, nullable=False),
+               _out("max_length", "smallint", 2, 5, nullable=False), _out("precision", "tinyint", 1, 3),
+               _out("scale", "tinyint", 1, 3), _out("is_nullable", "bit"), _out("is_identity", "bit")]
+    return _rows(columns, rows)
+
+
+def _primary_key_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    rows = conn.execute(
+        "SELECT c.name FROM indexes i JOIN index_columns ic ON ic.db = i.db AND ic.object_id = i.object_id "
+        "AND ic.index_id = i.index_id JOIN columns c ON c.db = ic.db AND c.object_id = ic.object_id "
+        "AND c.column_id = ic.column_id WHERE i.db = ? AND i.object_id = ? AND i.is_primary_key = 1 "
+        "ORDER BY ic.key_ordinal", (db, p[0])).fetchall()
+    return _rows([_out("name", "sysname", 256)], rows)
+
+
+def _index_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    _require_cdc(conn, db, "index_columns")
+    rows = conn.execute("SELECT column_name FROM cdc_index_columns WHERE db = ? AND object_id = ? "
+                        "ORDER BY index_ordinal", (db, p[0])).fetchall()
+    return _rows([_out("column_name", "sysname", 256, nullable=False)], rows)
+
+
+def _ddl_history(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    _require_cdc(conn, db, "ddl_history")
+    rows = conn.execute("SELECT source_object_id, object_id, ddl_command, ddl_lsn, ddl_time FROM ddl_history "
+                        "WHERE db = ? AND ddl_lsn > ? ORDER BY ddl_lsn", (db, _binary(p[0]))).fetchall()
+    columns = [_out("source_object_id", "int", 4, 10), _out("object_id", "int", 4, 10),
+               _out("ddl_command", "nvarchar", -1), _lsn_out("ddl_lsn"),
+               _out("ddl_time", "datetime", 8, 23, 3)]
+    return _rows(columns, [(a, b, c, d, decode(columns[4].column, e)) for a, b, c, d, e in rows])
+
+
+def _nth_transaction_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    _require_cdc(conn, db, "lsn_time_mapping")
+    row = conn.execute("SELECT MAX(start_lsn) FROM (SELECT start_lsn FROM lsn_time_mapping WHERE db = ? "
+                       "AND start_lsn > ? AND ltrim(hex(tran_id), '0') <> '' ORDER BY start_lsn LIMIT ?)",
+                       (db, _binary(p[1]), _top(p[0]))).fetchone()
+    return _rows([_lsn_out("")], [row])
+
+
+def _change_table_id(conn: sqlite3.Connection, db: str, name: str) -> int:
+    row = conn.execute("SELECT ct.object_id FROM change_tables ct JOIN tables t ON t.db = ct.db "
+                       "AND t.object_id = ct.object_id WHERE ct.db = ? AND t.name = ?", (db, name)).fetchone()
+    if row is None:
+        raise invalid_object(f"{db}.cdc.{name}")
+    return int(row[0])
+
+
+def _change_counts(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    object_id = _change_table_id(conn, db, unquote(g["inst"]) + "_CT")
+    rows = conn.execute("SELECT start_lsn, COUNT(*) FROM change_rows WHERE db = ? AND object_id = ? "
+                        "AND start_lsn > ? AND start_lsn <= ? AND operation <> 3 GROUP BY start_lsn "
+                        "ORDER BY start_lsn LIMIT ?",
+                        (db, object_id, _binary(p[1]), _binary(p[2]), _top(p[0]))).fetchall()
+    return _rows([_lsn_out("__$start_lsn"), _out("", "int", 4, 10)], rows)
+
+
+def _changes(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    name = unquote(g["inst"])
+    found = store.instances(conn, db, name=name)
+    if not found:
+        raise invalid_object(f"{db}.cdc.fn_cdc_get_all_changes_{name}")
+    instance = found[0]
+    captured = {column.name.casefold(): column for _, column in instance.captured}
+    wanted = split_list(g["cols_1"])
+    for column_name in wanted:
+        if column_name.casefold() not in captured:
+            raise invalid_column(column_name)
+    low, high, top = _binary(p[0]), _binary(p[1]), store.max_lsn(conn, db)
+    if low is None or high is None or top is None or low < instance.start_lsn or high > top or low > high:
+        raise insufficient_arguments()
+    out = [_lsn_out("__$start_lsn"), _lsn_out("__$seqval"), _out("__$operation", "int", 4, 10),
+           _out("__$update_mask", "varbinary", 128)]
+    out += [OutColumn(captured[n.casefold()].name, captured[n.casefold()]) for n in wanted]
+    out.append(_out("__$commit_time", "datetime", 8, 23, 3))
+    times = dict(conn.execute("SELECT start_lsn, tran_end_time FROM lsn_time_mapping WHERE db = ? "
+                              "AND start_lsn >= ? AND start_lsn <= ?", (db, low, high)).fetchall())
+    rows = []
+    for start, seqval, operation, mask, data in conn.execute(
+            "SELECT start_lsn, seqval, operation, update_mask, data FROM change_rows WHERE db = ? AND object_id = ? "
+            "AND start_lsn >= ? AND start_lsn <= ? ORDER BY start_lsn, seqval, operation",
+            (db, instance.object_id, low, high)):
+        values = json.loads(data)
+        image = tuple(decode(c.column, values.get(c.column.name)) for c in out[4:-1])
+        rows.append((bytes(start), bytes(seqval), operation, bytes(mask), *image,
+                     decode(out[-1].column, times.get(start))))
+    return Result(out, rows)
+
+
+def _table(conn: sqlite3.Connection, g: dict[str, str]) -> store.TableInfo:
+    return store.table_info(conn, _database(conn, g), unquote(g["schema"]), unquote(g["table"]))
+
+
+def _columns_of(info: store.TableInfo, names: Sequence[str]) -> list[ModelColumn]:
+    result = []
+    for name in names:
+        column = info.column(name)
+        if column is None:
+            raise invalid_column(name)
+        result.append(column)
+    return result
+
+
+def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    info = _table(conn, g)
+    selected = _columns_of(info, split_list(g["cols_1"]))
+    lists = sorted((k for k in g if k.startswith("keys_")), key=lambda k: int(k.split("_")[1]))
+    key = _columns_of(info, split_list(g[lists[-1]])) if lists else []
+    conditions = [split_list(g[k]) for k in lists[:-1]]
+    if any(len(c) != 1 or c[0].casefold() != key[0].name.casefold() for c in conditions):
+        raise UnmodelledStatementError("select_rows: range conditions are only modelled on the first key column")
+    rows = [row for _, row in store.table_rows(conn, info)]
+    where = g["_sql"].rpartition(" WHERE ")[2] if conditions else ""
+    operators = re.findall(r"(>=|<) \?", where)
+    for operator, bound in zip(operators, p, strict=True):
+        limit = compare_key(coerce(key[0], bound))
+        rows = [r for r in rows if r[key[0].name] is not None and limit is not None
+                and (compare_key(r[key[0].name]) >= limit if operator == ">=" else compare_key(r[key[0].name]) < limit)]
+    if key:
+        rows.sort(key=lambda r: tuple(sort_key(r[c.name]) for c in key))
+    return Result([OutColumn(c.name, c) for c in selected], [tuple(r[c.name] for c in selected) for r in rows])
+
+
+def _key_bounds(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    info = _table(conn, g)
+    (key,) = _columns_of(info, [unquote(g["key"])])
+    rows = [row for _, row in store.table_rows(conn, info)]
+    values = sorted((r[key.name] for r in rows if r[key.name] is not None), key=sort_key)
+    return Result([OutColumn("", key), OutColumn("", key), _out("", "bigint", 8, 19, nullable=False)],
+                  [(values[0] if values else None, values[-1] if values else None, len(rows))])
+
+
+def _lock_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    info = _table(conn, g)
+    s.locked_tables.append(info.qualified)
+    return Result([OutColumn(c.name, c) for _, c in info.columns], [])
+
+
+def _set_isolation(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    s.isolation_level = g["_sql"].split(" LEVEL ", 1)[1]
+    return Result(None, [])
+
+
+# ---- registry -----------------------------------------------------------------------------------------------------
+def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
+    db = "QQDBQQ"
+    table = (db, "QQschemaQQ", "QQtableQQ")
+    entries: list[tuple[str, str, Handler]] = [
+        ("PRODUCT_VERSION", q.PRODUCT_VERSION, _product_version),
+        ("DATABASE_CDC_ENABLED", q.DATABASE_CDC_ENABLED, _database_cdc_enabled),
+        ("AGENT_RUNNING", q.AGENT_RUNNING, _agent_running),
+        ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
+        ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
+        ("INCREMENT_LSN", q.INCREMENT_LSN.format(db=db), _increment_lsn),
+        ("CAPTURE_INSTANCES", q.CAPTURE_INSTANCES.format(db=db), _capture_instances),
+        ("CAPTURED_COLUMNS", q.CAPTURED_COLUMNS.format(db=db), _captured_columns),
+        ("PRIMARY_KEY_COLUMNS", q.PRIMARY_KEY_COLUMNS.format(db=db), _primary_key_columns),
+        ("INDEX_COLUMNS", q.INDEX_COLUMNS.format(db=db), _index_columns),
+        ("DDL_HISTORY", q.DDL_HISTORY.format(db=db), _ddl_history),
+        ("NTH_TRANSACTION_LSN", q.NTH_TRANSACTION_LSN.format(db=db), _nth_transaction_lsn),
+        ("CHANGE_COUNTS", q.CHANGE_COUNTS.format(db=db, change_table=q.change_table("QQinstQQ")), _change_counts),
+        ("changes_query", q.changes_query(db, "QQinstQQ", ["QQLcolsQQ"]), _changes),
+        ("select_rows/read_signals",
+         q.read_signals(db, "QQschemaQQ.QQtableQQ").replace("[id], [type], [data]", "[QQLcolsQQ]"), _select_rows),
+        ("key_bounds", q.key_bounds(*table, "QQkeyQQ"), _key_bounds),
+        ("lock_table", q.lock_table(*table), _lock_table),
+    ]
+    for lower in (False, True):
+        for upper in (False, True):
+            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper),
+                            _select_rows))
+    entries.extend(("SET_ISOLATION", sql, _set_isolation) for sql in sorted(set(q.SET_ISOLATION.values())))
+    return [(name, _compile(sql), handler) for name, sql, handler in entries]
+
+
+STATEMENTS = _statements()
+# T-SQL that sqlglot 29's T-SQL dialect rejects although SQL Server accepts it (its transaction-characteristics
+# table misspells UNCOMMITTED and lacks SNAPSHOT); only these exact statements bypass the sqlglot check.
+_SQLGLOT_GAPS = {"SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED", "SET TRANSACTION ISOLATION LEVEL SNAPSHOT"}
+
+
+@functools.lru_cache(maxsize=512)
+def parameter_markers(sql: str) -> int:
+    """Parse with sqlglot's T-SQL dialect (invalid T-SQL fails loudly); returns the number of ``?`` markers."""
+    if sql in _SQLGLOT_GAPS:
+        return 0
+    try:
+        tree = sqlglot.parse_one(sql, read="tsql")
+    except sqlglot.errors.SqlglotError as error:
+        raise server_error(ProgrammingError, "42000", 102, f"Incorrect syntax (sqlglot T-SQL: {error}) in "
+                           f"statement: {sql}") from error
+    return sum(1 for _ in tree.find_all(exp.Placeholder))
+
+
+def recognise(sql: str) -> tuple[str, Handler, dict[str, str]]:
+    for name, pattern, handler in STATEMENTS:
+        match = pattern.match(sql)
+        if match:
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            groups["_sql"] = sql
+            return name, handler, groups
+    raise UnmodelledStatementError("HY000", f"the SQL Server model does not answer this statement (not one of "
+                                   f"cdckit.dialect.sqlserver.queries): {sql}")
+
+
+def execute(conn: sqlite3.Connection, sql: str, params: Sequence[Any], session: Session) -> tuple[str, Result]:
+    sql = normalise(sql)
+    markers = parameter_markers(sql)
+    name, handler, groups = recognise(sql)
+    if markers != len(params):
+        raise driver_error(ProgrammingError, "HY000", f"The SQL contains {markers} parameter markers, but "
+                           f"{len(params)} parameters were supplied")
+    with store.read_transaction(conn):
+        return name, handler(conn, groups, list(params), session)

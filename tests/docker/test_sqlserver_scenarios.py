@@ -1,0 +1,372 @@
+"""SQL Server 2022 -> cdckit's snapshot and stream jobs -> files, against a real SQL Server in a container.
+
+The scenarios of the PostgreSQL end-to-end and restart suites (tests/integration), for SQL Server, with the
+records in Debezium's SQL Server format: topics ``<prefix>.<database>.<schema>.<table>``, ``source.connector``
+"sqlserver", ``change_lsn`` / ``commit_lsn`` strings, ``event_serial_no`` numbers.
+
+Every test creates its own tables in testDB (CDC enabled with sql/sqlserver/03_enable_cdc_table.sql) and
+captures only those; ``wait_for_capture`` waits for the Agent's capture job before the jobs run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlserver_docker import (
+    SqlServerLab,
+    payload,
+    positions_by_key,
+    records,
+    replay,
+    stream_positions,
+    topic,
+    unique_name,
+)
+
+from cdckit.errors import SourcePreconditionError
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.docker, pytest.mark.spark]
+
+LSN = re.compile(r"^[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{4}$")
+SOURCE_FIELDS = ["version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table", "change_lsn",
+                 "commit_lsn", "event_serial_no"]
+
+
+def _rows(sqlserver: SqlServerLab, table: str, columns: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The table as replay() rebuilds it: per primary key (the first column), the row as a dict."""
+    found = sqlserver.fetch(f"SELECT {', '.join(columns)} FROM dbo.{table}")
+    return {(row[0],): dict(zip(columns, row, strict=True)) for row in found}
+
+
+def _shape(found: list[dict[str, Any]]) -> list[tuple[Any, str]]:
+    return [(payload(r["key"])["id"], payload(r["value"])["op"] if r["value"] is not None else "tombstone")
+            for r in found]
+
+
+# -- inserts, updates, deletes, a primary-key update ---------------------------------------------------------
+def test_inserts_updates_deletes_and_primary_key_update(sqlserver: SqlServerLab, spark: Any,
+                                                        workdir: Path) -> None:
+    table = sqlserver.create_table("items", "id int PRIMARY KEY, name nvarchar(40) NOT NULL, qty int NULL",
+                                   "INSERT INTO dbo.{table} VALUES (1, N'one', 1), (2, N'two', 2)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table])
+    name = topic(table)
+
+    snapshot = run_snapshot(spark, config)
+    assert snapshot.rows_per_topic == {name: 2}
+    reads = [payload(r["value"]) for r in records(config, name)]
+    assert [(v["op"], v["source"]["snapshot"]) for v in reads] == [("r", "true"), ("r", "last")]
+    assert all(v["source"]["change_lsn"] is None and v["source"]["event_serial_no"] is None for v in reads)
+
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (3, N'three', 3)",
+                      f"UPDATE dbo.{table} SET qty = 20 WHERE id = 2",
+                      f"UPDATE dbo.{table} SET id = 10 WHERE id = 1",
+                      f"DELETE FROM dbo.{table} WHERE id = 3")
+    sqlserver.wait_for_capture()
+    stream = run_stream(spark, config)
+    assert stream.batches >= 1
+
+    streamed = [r for r in records(config, name) if r["value"] is None or payload(r["value"])["op"] != "r"]
+    assert _shape(streamed) == [(3, "c"), (2, "u"), (1, "d"), (1, "tombstone"), (10, "c"), (3, "d"),
+                                (3, "tombstone")]
+
+    create = streamed[0]
+    assert create["topic"] == name
+    assert create["key"]["schema"]["name"] == f"{name}.Key"
+    assert create["key"]["payload"] == {"id": 3}
+    value = create["value"]
+    assert value["schema"]["name"] == f"{name}.Envelope"
+    assert [f["field"] for f in value["schema"]["fields"]] == ["before", "after", "source", "op", "ts_ms",
+                                                               "transaction"]
+    source = value["payload"]["source"]
+    assert list(source) == SOURCE_FIELDS
+    assert (source["connector"], source["name"], source["db"], source["schema"], source["table"]) == (
+        "sqlserver", "it", "testDB", "dbo", table)
+    assert source["snapshot"] == "false"
+    assert LSN.match(source["change_lsn"]) and LSN.match(source["commit_lsn"])
+    assert source["event_serial_no"] == 1
+    assert isinstance(source["ts_ms"], int) and isinstance(value["payload"]["ts_ms"], int)
+    assert value["payload"]["before"] is None
+    assert value["payload"]["after"] == {"id": 3, "name": "three", "qty": 3}
+
+    update = payload(streamed[1]["value"])
+    assert update["before"] == {"id": 2, "name": "two", "qty": 2}  # SQL Server CDC keeps the whole old row
+    assert update["after"] == {"id": 2, "name": "two", "qty": 20}
+    assert update["source"]["event_serial_no"] == 2
+
+    # A primary-key update: SQL Server logs a delete and an insert under the same LSNs; Debezium emits the
+    # delete (event_serial_no 1), its tombstone, and the create (event_serial_no 2).
+    pk_delete, pk_create = payload(streamed[2]["value"]), payload(streamed[4]["value"])
+    assert pk_delete["before"] == {"id": 1, "name": "one", "qty": 1} and pk_delete["after"] is None
+    assert pk_create["before"] is None and pk_create["after"] == {"id": 10, "name": "one", "qty": 1}
+    assert (pk_delete["source"]["event_serial_no"], pk_create["source"]["event_serial_no"]) == (1, 2)
+    assert pk_delete["source"]["commit_lsn"] == pk_create["source"]["commit_lsn"]
+    assert streamed[3]["key"]["payload"] == {"id": 1}
+
+    delete = payload(streamed[5]["value"])
+    assert delete["before"] == {"id": 3, "name": "three", "qty": 3} and delete["after"] is None
+    assert delete["source"]["event_serial_no"] == 1
+
+    commits = [payload(r["value"])["source"]["commit_lsn"] for r in streamed if r["value"] is not None]
+    assert commits == sorted(commits)
+    assert len(set(commits)) == 4  # four autocommitted statements, four transactions
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "name", "qty"))
+
+
+# -- many changes in one transaction -------------------------------------------------------------------------
+def test_many_changes_in_one_transaction_stay_together(sqlserver: SqlServerLab, spark: Any,
+                                                       workdir: Path) -> None:
+    table = sqlserver.create_table("bulk", "id int PRIMARY KEY, amount int NOT NULL")
+    config = sqlserver.config(workdir, [table], max__batch__size="100")
+    name = topic(table)
+    run_snapshot(spark, config)
+    ids = range(1, 501)
+    sqlserver.transaction(*[f"INSERT INTO dbo.{table} VALUES ({i}, {i})" for i in ids],
+                          f"UPDATE dbo.{table} SET amount = amount * 2 WHERE id % 3 = 0",
+                          f"DELETE FROM dbo.{table} WHERE id % 5 = 0")
+    sqlserver.wait_for_capture()
+    stream = run_stream(spark, config)
+
+    # 767 changes, more than max.batch.size: one transaction is admitted whole, alone, in one batch (Spark may
+    # run a further, empty batch up to the max LSN, which writes no file).
+    assert stream.batches >= 1
+    assert len(list((Path(config.str("cdckit.output.path")) / name).glob("stream-*.jsonl"))) == 1
+    events = stream_positions(config, name)
+    assert Counter(op for *_, op in events) == {"c": len(ids), "u": sum(1 for i in ids if i % 3 == 0),
+                                                "d": sum(1 for i in ids if i % 5 == 0)}
+    assert len({commit for commit, *_ in events}) == 1, "one transaction, one commit_lsn"
+    assert [event[:3] for event in events] == sorted(event[:3] for event in events)
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))
+
+
+# -- two tables in one transaction, with transaction metadata ------------------------------------------------
+def test_transaction_metadata_brackets_a_transaction_over_two_tables(sqlserver: SqlServerLab, spark: Any,
+                                                                      workdir: Path) -> None:
+    first = sqlserver.create_table("txa", "id int PRIMARY KEY")
+    second = sqlserver.create_table("txb", "id int PRIMARY KEY")
+    config = sqlserver.config(workdir, [first, second], provide__transaction__metadata="true")
+    run_snapshot(spark, config)
+    sqlserver.transaction(f"INSERT INTO dbo.{first} VALUES (1)", f"INSERT INTO dbo.{second} VALUES (1)",
+                          f"INSERT INTO dbo.{second} VALUES (2)")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+
+    boundaries = [payload(r["value"]) for r in records(config, "it.transaction")]
+    assert [b["status"] for b in boundaries] == ["BEGIN", "END"]
+    begin, end = boundaries
+    assert begin["id"] == end["id"] and LSN.match(begin["id"])  # the SQL Server connector's id: the commit LSN
+    assert begin["event_count"] is None and begin["data_collections"] is None
+    assert end["event_count"] == 3
+    assert end["data_collections"] == [{"data_collection": f"testDB.dbo.{first}", "event_count": 1},
+                                       {"data_collection": f"testDB.dbo.{second}", "event_count": 2}]
+    values = [payload(r["value"]) for table in (first, second) for r in records(config, topic(table))]
+    assert [v["transaction"] for v in values] == [
+        {"id": begin["id"], "total_order": 1, "data_collection_order": 1},
+        {"id": begin["id"], "total_order": 2, "data_collection_order": 1},
+        {"id": begin["id"], "total_order": 3, "data_collection_order": 2}]
+    assert {v["source"]["commit_lsn"] for v in values} == {begin["id"]}
+
+
+# -- a snapshot while another connection writes, then the stream ---------------------------------------------
+ROWS = 20_000
+
+
+class Writer(threading.Thread):
+    """Keeps writing (insert, update, delete, one transaction each) on its own connection until stopped."""
+
+    def __init__(self, sqlserver: SqlServerLab, table: str) -> None:
+        super().__init__(daemon=True)
+        self.sqlserver = sqlserver
+        self.table = table
+        self.stop_event = threading.Event()
+        self.transactions = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        conn = self.sqlserver.connect(autocommit=False)
+        next_id = ROWS + 1
+        try:
+            cursor = conn.cursor()
+            while not self.stop_event.is_set():
+                try:
+                    cursor.execute(f"INSERT INTO dbo.{self.table} VALUES (?, ?, 0)", next_id, f"new-{next_id}")
+                    cursor.execute(f"UPDATE dbo.{self.table} SET balance = balance + 1 WHERE id = ?",
+                                   1 + (next_id * 7919) % ROWS)
+                    cursor.execute(f"DELETE FROM dbo.{self.table} WHERE id = ?", 1 + (next_id * 104729) % ROWS)
+                    conn.commit()
+                except Exception as exc:
+                    if getattr(exc, "args", ("",))[0] != "40001":
+                        raise
+                    conn.rollback()  # chosen as a deadlock victim against a snapshot read: retry, as apps do
+                    continue
+                next_id += 1
+                self.transactions += 1
+                self.stop_event.wait(0.005)
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            self.error = exc
+        finally:
+            conn.close()
+
+
+def test_snapshot_under_concurrent_writes_then_stream_reproduces_the_table(sqlserver: SqlServerLab, spark: Any,
+                                                                          workdir: Path) -> None:
+    table = sqlserver.create_table(
+        "accounts", "id bigint PRIMARY KEY, owner nvarchar(40) NOT NULL, balance int NOT NULL",
+        f"WITH n AS (SELECT TOP ({ROWS}) ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) AS g "
+        "FROM sys.all_objects a CROSS JOIN sys.all_objects b) "
+        "INSERT INTO dbo.{table} (id, owner, balance) SELECT g, CONCAT(N'owner-', g), g % 1000 FROM n")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], **{"cdckit.snapshot.chunk.rows": "5000",
+                                                   "max.batch.size": "5000"})
+    name = topic(table)
+    writer = Writer(sqlserver, table)
+    writer.start()
+    try:
+        snapshot = run_snapshot(spark, config)
+    finally:
+        writer.stop_event.set()
+        writer.join()
+    assert writer.error is None, f"the writer failed: {writer.error!r}"
+    assert writer.transactions > 0, "the writer must have written while the snapshot ran"
+    assert snapshot.rows_per_topic == {name: snapshot.rows}
+    assert ROWS - writer.transactions <= snapshot.rows <= ROWS + writer.transactions
+
+    sqlserver.wait_for_capture()
+    stream = run_stream(spark, config)
+    assert stream.batches >= 1
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "owner", "balance"))
+    for key, positions in positions_by_key(config, name).items():
+        assert positions == sorted(positions), f"events of key {key} are out of order"
+    markers = [payload(r["value"])["source"]["snapshot"] for r in records(config, name)
+               if r["value"] is not None and payload(r["value"])["op"] == "r"]
+    assert markers.count("last") == 1
+    assert len(markers) == snapshot.rows
+
+
+# -- restarting the stream from its checkpoint ---------------------------------------------------------------
+def _ledger(sqlserver: SqlServerLab) -> str:
+    return sqlserver.create_table("ledger", "id int PRIMARY KEY, amount int NOT NULL")
+
+
+def _write_transactions(sqlserver: SqlServerLab, table: str, count: int) -> None:
+    """``count`` inserts, an update for every third and a delete for every fifth, each its own transaction."""
+    statements = []
+    for i in range(count):
+        statements.append(f"INSERT INTO dbo.{table} VALUES ({i}, {i})")
+        if i % 3 == 0:
+            statements.append(f"UPDATE dbo.{table} SET amount = amount * 2 WHERE id = {i}")
+        if i % 5 == 0:
+            statements.append(f"DELETE FROM dbo.{table} WHERE id = {i}")
+    sqlserver.execute(*statements)
+    sqlserver.wait_for_capture()
+
+
+def test_stop_between_batches_and_restart_loses_and_repeats_nothing(sqlserver: SqlServerLab, spark: Any,
+                                                                    workdir: Path) -> None:
+    table = _ledger(sqlserver)
+    name = topic(table)
+    config = sqlserver.config(workdir, [table], max__batch__size="20")
+    run_snapshot(spark, config)
+    _write_transactions(sqlserver, table, 60)
+    partial = sqlserver.config(workdir, [table], **{"max.batch.size": "20", "cdckit.trigger": "processing-time",
+                                                    "cdckit.trigger.interval": "100 milliseconds",
+                                                    "cdckit.stream.max.batches": "2"})
+    first = run_stream(spark, partial)
+    assert first.batches >= 2
+    assert replay(config, name) != _rows(sqlserver, table, ("id", "amount")), "the first run must stop early"
+    run_stream(spark, config)
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))
+    positions = stream_positions(config, name)
+    assert positions == sorted(positions)
+    assert len(positions) == len(set(positions)), "no event may be written twice"
+
+
+def test_failure_in_the_middle_of_a_batch_replays_that_batch_with_the_same_positions(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = _ledger(sqlserver)
+    name = topic(table)
+    config = sqlserver.config(workdir, [table], max__batch__size="25")
+    run_snapshot(spark, config)
+    _write_transactions(sqlserver, table, 50)
+    written_by_failed_attempt: list[tuple[str, str, int, str]] = []
+
+    def crash_in_second_batch(batch_id: int, summary: dict[str, int]) -> None:
+        if batch_id == 1:
+            written_by_failed_attempt.extend(stream_positions(config, name))
+            raise RuntimeError("simulated crash after the sink wrote batch 1 but before Spark committed it")
+
+    with pytest.raises(Exception, match="simulated crash"):
+        run_stream(spark, config, on_batch=crash_in_second_batch)
+    assert written_by_failed_attempt, "batch 1 had been written when the crash happened"
+    run_stream(spark, config)
+    after_restart = stream_positions(config, name)
+    assert after_restart[:len(written_by_failed_attempt)] == written_by_failed_attempt
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))
+    assert after_restart == sorted(set(after_restart))
+
+
+# -- the cleanup job purging changes cdckit has not read -----------------------------------------------------
+def test_changes_purged_by_the_cleanup_job_give_a_clear_error(sqlserver: SqlServerLab, spark: Any,
+                                                              workdir: Path) -> None:
+    table = sqlserver.create_table("purged", "id int PRIMARY KEY, amount int NOT NULL")
+    instance = f"dbo_{table}"
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(*[f"INSERT INTO dbo.{table} VALUES ({i}, {i})" for i in range(10)])
+    sqlserver.wait_for_capture()
+    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(10,)]
+    # The cleanup procedure lowers a low water mark to the first LSN committed at the same time (datetime
+    # precision, 3 ms); one more capture round later the newest LSN is surely later than every insert.
+    time.sleep(0.1)
+    sqlserver.wait_for_capture()
+
+    # What the cleanup job does when the retention expires, done now: every change below the low water mark
+    # (the newest LSN in cdc.lsn_time_mapping, past all ten inserts) is deleted, before cdckit read them.
+    low_water_mark = sqlserver.max_lsn()
+    sqlserver.execute(("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
+                       "@threshold = 5000", (instance, low_water_mark)))
+    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(0,)]
+
+    with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
+        run_stream(spark, config)
+    assert f"testDB.dbo.{table}" in str(raised.value)
+    assert instance in str(raised.value)
+
+
+# -- the SQL Server Agent stopped (last: it changes the server) ----------------------------------------------
+def test_agent_stopped_gives_a_clear_error(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    """CDC enabled while the Agent is down: no capture job has run, so there is no max LSN; cdckit must say
+    the Agent is not running rather than stream nothing."""
+    agent_xps = ("EXEC sp_configure 'show advanced options', 1; RECONFIGURE; "
+                 "EXEC sp_configure 'Agent XPs', {}; RECONFIGURE;")
+    sqlserver.execute(agent_xps.format(0), database="master")
+    try:
+        deadline = time.monotonic() + 30
+        while sqlserver.agent_running() is not False and time.monotonic() < deadline:
+            time.sleep(1)
+        state = sqlserver.agent_running()
+        if state is not False:
+            seen = "still reports it running" if state else "does not report it"
+            pytest.skip(f"the container's SQL Server Agent cannot be stopped from T-SQL: with 'Agent XPs' off, "
+                        f"sys.dm_server_services {seen}")
+        other = dataclasses.replace(sqlserver, database=unique_name("noagent"))
+        sqlserver.execute(f"CREATE DATABASE [{other.database}]", database="master")
+        try:
+            other.enable_cdc_database()
+            table = other.create_table("orphan", "id int PRIMARY KEY")
+        except Exception as exc:
+            pytest.skip(f"CDC cannot be enabled while the container's SQL Server Agent is stopped: {exc}")
+        assert other.max_lsn() is None, "no capture job ran, so the database has no maximum LSN"
+        config = other.config(workdir, [table])
+        with pytest.raises(SourcePreconditionError, match="SQL Server Agent is not running"):
+            run_snapshot(spark, config)
+    finally:
+        sqlserver.execute(agent_xps.format(1), database="master")

@@ -1,0 +1,226 @@
+"""SQL Server capture through the Spark jobs, against the in-process model of SQL Server's CDC objects
+(cdckit.lab.sqlserver_model: what it models and what it does not is in its docstring). The same scenarios run
+against a real SQL Server 2022 in tests/docker wherever a Docker engine exists."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import payload, records, replay
+
+from cdckit.cli import main
+from cdckit.config import Config, validate
+from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.spark]
+TOPIC = "server1.testDB.dbo.customers"
+
+
+@pytest.fixture
+def model(workdir: Path) -> SqlServerModel:
+    server = SqlServerModel(workdir / "sqlserver.sqlite")
+    server.create_database("testDB")
+    server.enable_cdc("testDB")
+    for table in ("customers", "orders"):
+        server.create_table("testDB", "dbo", table, [ModelColumn("id", "int", nullable=False),
+                                                     ModelColumn("email", "varchar", max_length=255)], ["id"])
+        server.enable_table("testDB", "dbo", table)
+    return server
+
+
+def sqlserver_config(model: SqlServerModel, workdir: Path, **overrides: str) -> Config:
+    properties = {
+        "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
+        "database.hostname": "sqlserver.test", "database.port": "1433", "database.user": "cdckit",
+        "database.password": "not-a-real-secret", "database.names": "testDB", "topic.prefix": "server1",
+        "cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+        "cdckit.sqlserver.model.path": str(workdir / "sqlserver.sqlite"),
+        "cdckit.output.path": str(workdir / "out"), "cdckit.checkpoint.location": str(workdir / "checkpoint"),
+    }
+    properties.update(overrides)
+    return validate(properties)
+
+
+def table_rows(model: SqlServerModel, table: str = "customers") -> dict[tuple[Any, ...], dict[str, Any]]:
+    conn = model.connect(database="testDB")
+    cursor = conn.cursor()
+    cursor.execute(f"SELECT [id], [email] FROM [testDB].[dbo].[{table}] ORDER BY [id]")
+    return {(r[0],): {"id": r[0], "email": r[1]} for r in cursor.fetchall()}
+
+
+def test_changes_stream_as_debezium_sqlserver_events(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "first@example.org"})
+    config = sqlserver_config(model, workdir)
+    snapshot = run_snapshot(spark, config)
+    assert snapshot.rows_per_topic[TOPIC] == 1
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "john.doe@example.org"})
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 2}, {"email": "noreply@example.org"})
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 1}, {"id": 10})
+    with model.transaction("testDB") as tx:
+        tx.delete("dbo", "customers", {"id": 2})
+    run_stream(spark, config)
+    found = records(config, TOPIC)
+    shape = [(payload(r["key"])["id"], payload(r["value"])["op"] if r["value"] else "tombstone",
+              payload(r["value"])["source"]["event_serial_no"] if r["value"] else None) for r in found]
+    assert shape == [(1, "r", None), (2, "c", 1), (2, "u", 2), (1, "d", 1), (1, "tombstone", None), (10, "c", 2),
+                     (2, "d", 1), (2, "tombstone", None)]
+    update = found[2]["value"]
+    assert update["schema"]["name"] == "server1.testDB.dbo.customers.Envelope"
+    assert found[2]["key"]["schema"]["name"] == "server1.testDB.dbo.customers.Key"
+    source = update["payload"]["source"]
+    assert list(source) == ["version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table",
+                            "change_lsn", "commit_lsn", "event_serial_no"]
+    assert (source["connector"], source["name"], source["db"], source["snapshot"]) == (
+        "sqlserver", "server1", "testDB", "false")
+    assert update["payload"]["before"] == {"id": 2, "email": "john.doe@example.org"}
+    assert update["payload"]["after"] == {"id": 2, "email": "noreply@example.org"}
+    pk_delete, pk_create = found[3]["value"]["payload"], found[5]["value"]["payload"]
+    assert pk_delete["source"]["commit_lsn"] == pk_create["source"]["commit_lsn"]
+    assert pk_delete["source"]["change_lsn"] == pk_create["source"]["change_lsn"]
+    read = found[0]["value"]["payload"]["source"]
+    assert read["snapshot"] == "last" and read["change_lsn"] is None and read["event_serial_no"] is None
+    assert replay(config, TOPIC) == table_rows(model)
+    schema_changes = records(config, "server1")
+    assert {payload(r["value"])["tableChanges"][0]["id"] for r in schema_changes} == {
+        '"testDB"."dbo"."customers"', '"testDB"."dbo"."orders"'}
+
+
+def test_one_transaction_over_two_tables_with_transaction_metadata(model: SqlServerModel, spark: Any,
+                                                                   workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"provide.transaction.metadata": "true"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        for i in range(3):
+            tx.insert("dbo", "customers", {"id": i, "email": f"c{i}"})
+        tx.insert("dbo", "orders", {"id": 1, "email": "o1"})
+    run_stream(spark, config)
+    begin, end = (payload(r["value"]) for r in records(config, "server1.transaction"))
+    assert (begin["status"], end["status"]) == ("BEGIN", "END")
+    assert begin["id"] == end["id"] and len(begin["id"]) == len("00000027:00000758:0005")
+    assert end["event_count"] == 4
+    assert end["data_collections"] == [{"data_collection": "testDB.dbo.customers", "event_count": 3},
+                                       {"data_collection": "testDB.dbo.orders", "event_count": 1}]
+    blocks = [payload(r["value"])["transaction"] for r in records(config, TOPIC)]
+    assert [b["total_order"] for b in blocks] == [1, 2, 3]
+    assert payload(records(config, "server1.testDB.dbo.orders")[0]["value"])["transaction"]["total_order"] == 4
+
+
+class Writer(threading.Thread):
+    def __init__(self, model: SqlServerModel) -> None:
+        super().__init__(daemon=True)
+        self.model, self.stop_event, self.transactions = model, threading.Event(), 0
+
+    def run(self) -> None:
+        next_id = 100_000
+        while not self.stop_event.is_set():
+            with self.model.transaction("testDB") as tx:
+                tx.insert("dbo", "customers", {"id": next_id, "email": f"new{next_id}"})
+                tx.update("dbo", "customers", {"id": 1 + next_id % 3000}, {"email": f"upd{next_id}"})
+                tx.delete("dbo", "customers", {"id": 1 + (next_id * 7) % 3000})
+            next_id += 1
+            self.transactions += 1
+            self.stop_event.wait(0.01)
+
+
+def test_chunked_snapshot_under_concurrent_writes_then_stream_reproduces_the_table(
+        model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    for start in range(1, 3001, 500):
+        with model.transaction("testDB") as tx:
+            for i in range(start, start + 500):
+                tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    config = sqlserver_config(model, workdir, **{"cdckit.snapshot.chunk.rows": "400", "max.batch.size": "300",
+                                                 "table.include.list": "dbo\\.customers"})
+    writer = Writer(model)
+    writer.start()
+    try:
+        snapshot = run_snapshot(spark, config)
+    finally:
+        writer.stop_event.set()
+        writer.join()
+    assert writer.transactions > 0
+    assert snapshot.rows_per_topic[TOPIC] > 2500
+    stream = run_stream(spark, config)
+    assert stream.batches >= 1
+    assert replay(config, TOPIC) == table_rows(model)
+    positions = [(payload(r["value"])["source"]["commit_lsn"], payload(r["value"])["source"]["change_lsn"])
+                 for r in records(config, TOPIC) if r["value"] and payload(r["value"])["op"] != "r"]
+    assert positions == sorted(positions)
+
+
+def test_restart_at_every_batch_boundary_loses_and_repeats_nothing(model: SqlServerModel, spark: Any,
+                                                                   workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"max.batch.size": "7"})
+    run_snapshot(spark, config)
+    for i in range(40):
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+            if i % 4 == 0:
+                tx.update("dbo", "customers", {"id": i}, {"email": f"u{i}"})
+    one_batch = sqlserver_config(model, workdir, **{"max.batch.size": "7", "cdckit.trigger": "processing-time",
+                                                    "cdckit.trigger.interval": "100 milliseconds",
+                                                    "cdckit.stream.max.batches": "1"})
+    runs = 0
+    while replay(config, TOPIC) != table_rows(model) and runs < 20:
+        run_stream(spark, one_batch)
+        runs += 1
+    assert replay(config, TOPIC) == table_rows(model)
+    assert runs >= 5  # 50 changes, at most 7 per batch: several restarts
+    positions = [(payload(r["value"])["source"]["commit_lsn"], payload(r["value"])["source"]["change_lsn"],
+                  payload(r["value"])["source"]["event_serial_no"]) for r in records(config, TOPIC) if r["value"]]
+    assert positions == sorted(set(positions))
+
+
+def _cli(capsys: pytest.CaptureFixture[str], config: Config, workdir: Path, command: str) -> tuple[int, str]:
+    import json
+
+    path = workdir / "connector.json"
+    path.write_text(json.dumps({"name": "t", "config": config.as_properties(include_secrets=True)}))
+    status = main([command, str(path)])
+    captured = capsys.readouterr()
+    return status, " ".join((captured.out + captured.err).split())
+
+
+def test_purged_changes_stop_the_stream_with_a_clear_error(model: SqlServerModel, spark: Any, workdir: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    config = sqlserver_config(model, workdir)
+    run_snapshot(spark, config)
+    lsns = []
+    for i in range(3):
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "customers", {"id": i, "email": "x"})
+        lsns.append(tx.commit_lsn)
+    model.cleanup("testDB", "dbo_customers", lsns[-1])
+    status, output = _cli(capsys, config, workdir, "stream")
+    assert status == 2
+    assert "were removed by the CDC cleanup job" in output and "testDB.dbo.customers" in output
+    assert "Traceback" not in output
+
+
+def test_agent_not_running_is_reported_as_such(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = SqlServerModel(workdir / "sqlserver.sqlite")
+    server.create_database("testDB")
+    server.enable_cdc("testDB")
+    server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False)], ["id"])
+    server.enable_table("testDB", "dbo", "customers")
+    server.stop_agent()
+    status, output = _cli(capsys, sqlserver_config(server, workdir), workdir, "snapshot")
+    assert status == 2
+    assert "the SQL Server Agent is not running" in output and "'testDB'" in output
+
+
+def test_disabled_capture_is_reported_by_table_name(model: SqlServerModel, spark: Any, workdir: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    model.disable_table("testDB", "dbo_customers")
+    status, output = _cli(capsys, config, workdir, "stream")
+    assert status == 2
+    assert "CDC was disabled for table testDB.dbo.customers" in output
