@@ -21,7 +21,12 @@ from cdckit.config import Config
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, check_database, databases
 from cdckit.dialect.sqlserver.changes import require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
-from cdckit.dialect.sqlserver.snapshot import CHUNKS_OPTION, ChunkFilter, ChunkWatermark
+from cdckit.dialect.sqlserver.snapshot import (
+    CHUNKS_OPTION,
+    ChunkFilter,
+    ChunkWatermark,
+    record_incremental_watermarks,
+)
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings, source_block
@@ -165,7 +170,7 @@ def run_stream(spark: SparkSession, config: Config,
     options[KNOWN_INSTANCES_OPTION] = json.dumps(state.get("capture_instances", {}))
     options[CHUNKS_OPTION] = ChunkFilter.to_option([ChunkWatermark(**w) for w in state.get("watermarks", [])])
     query = run_query(spark, config, "cdckit_sqlserver_changes", options, f"cdckit_{config.str('topic.prefix')}",
-                      report, on_batch)
+                      report, on_batch, lambda controls: record_incremental_watermarks(options, controls))
     progress = query.lastProgress
     if progress and progress.get("sources"):
         end = progress["sources"][0].get("endOffset")

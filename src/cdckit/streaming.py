@@ -46,7 +46,8 @@ class StreamReport:
 
 def run_query(spark: SparkSession, config: Config, source_format: str, options: Mapping[str, str],
               query_name: str, report: StreamReport,
-              on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamingQuery:
+              on_batch: Callable[[int, WriteSummary], None] | None = None,
+              on_controls: Callable[[list[str]], None] | None = None) -> StreamingQuery:
     """Run the change stream into the configured sink until the trigger or ``cdckit.stream.max.batches`` stops it.
 
     Returns the stopped query (its ``lastProgress`` names the last committed batch and offsets).
@@ -58,7 +59,10 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     max_batches = config.int("cdckit.stream.max.batches")
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
-        summary = write_stream_batch(batch, batch_id, sink, output)
+        controls: list[str] = []
+        summary = write_stream_batch(batch, batch_id, sink, output, controls)
+        if controls and on_controls is not None:
+            on_controls(controls)
         totals.update(summary)
         report.batches += 1
         last_batch_id[0] = batch_id

@@ -224,3 +224,55 @@ def test_disabled_capture_is_reported_by_table_name(model: SqlServerModel, spark
     status, output = _cli(capsys, config, workdir, "stream")
     assert status == 2
     assert "CDC was disabled for table testDB.dbo.customers" in output
+
+
+def _signal_table(model: SqlServerModel) -> None:
+    model.create_table("testDB", "dbo", "debezium_signal",
+                       [ModelColumn("id", "varchar", max_length=42, nullable=False),
+                        ModelColumn("type", "varchar", max_length=32, nullable=False),
+                        ModelColumn("data", "varchar", max_length=2048)], ["id"])
+    model.enable_table("testDB", "dbo", "debezium_signal")
+
+
+def test_signal_runs_an_incremental_snapshot_that_never_goes_back_in_time(model: SqlServerModel, spark: Any,
+                                                                           workdir: Path) -> None:
+    _signal_table(model)
+    with model.transaction("testDB") as tx:
+        for i in range(1, 61):
+            tx.insert("dbo", "customers", {"id": i, "email": f"before{i}"})
+    config = sqlserver_config(model, workdir, **{"snapshot.mode": "no_data", "table.include.list": "dbo\\.customers",
+                                                 "signal.data.collection": "testDB.dbo.debezium_signal",
+                                                 "incremental.snapshot.chunk.size": "25"})
+    run_stream(spark, config)
+    assert records(config, TOPIC) == []  # no_data: rows that existed before streaming are not emitted
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "debezium_signal", {"id": "ad-hoc-1", "type": "execute-snapshot",
+                                             "data": '{"data-collections": ["testDB\\\\.dbo\\\\.customers"], '
+                                                     '"type": "incremental"}'})
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 5}, {"email": "changed-after-signal"})
+        tx.delete("dbo", "customers", {"id": 6})
+    run_stream(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 7}, {"email": "later"})
+    run_stream(spark, config)
+    found = records(config, TOPIC)
+    reads = [payload(r["value"]) for r in found if r["value"] and payload(r["value"])["op"] == "r"]
+    assert len(reads) == 59 and {r["source"]["snapshot"] for r in reads} == {"incremental"}
+    assert replay(config, TOPIC) == table_rows(model)
+    assert not records(config, "server1.testDB.dbo.debezium_signal")  # signals are not data
+
+
+def test_stop_snapshot_signal_cancels_a_requested_snapshot(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    _signal_table(model)
+    config = sqlserver_config(model, workdir, **{"snapshot.mode": "no_data", "table.include.list": "dbo\\.customers",
+                                                 "signal.data.collection": "testDB.dbo.debezium_signal"})
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "x"})
+    run_stream(spark, config)
+    data = '{"data-collections": ["testDB\\\\.dbo\\\\.customers"], "type": "incremental"}'
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "debezium_signal", {"id": "go", "type": "execute-snapshot", "data": data})
+        tx.insert("dbo", "debezium_signal", {"id": "stop", "type": "stop-snapshot", "data": data})
+    run_stream(spark, config)
+    assert records(config, TOPIC) == []

@@ -130,6 +130,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
              "(e.g. '10 seconds'; empty = poll.interval.ms)"),
     Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
+    Property("signal.data.collection", "string", "", "SQL Server: the signalling table, <db>.<schema>.<table> "
+             "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)"),
+    Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",
+             minimum=1),
     Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
              "(custom drivers, tests)"),
     Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)"),

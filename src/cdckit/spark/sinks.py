@@ -114,12 +114,14 @@ def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | 
     return _summarize(df.rdd.mapPartitions(writer).collect(), controls)
 
 
-def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str) -> WriteSummary:
-    """Write one micro-batch: all records of a topic in one file, in position order; returns rows per topic."""
+def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str,
+                       controls: list[str] | None = None) -> WriteSummary:
+    """Write one micro-batch: all records of a topic in one file, in position order; returns rows per topic.
+    Control rows (watermarks of ad hoc snapshot chunks) are handed back in ``controls``."""
     label = f"stream-{batch_id:012d}"
     ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
     writer = _file_writer(output, label, per_partition=False) if sink == "files" else _console_writer(label)
-    return _summarize(ordered.rdd.mapPartitions(writer).collect())
+    return _summarize(ordered.rdd.mapPartitions(writer).collect(), controls)
 
 
 def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:

@@ -63,21 +63,29 @@ class SqlServerSnapshotReader(DataSourceReader):
         return list(planned) or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[EventRow]:
-        if not isinstance(partition, ChunkPartition):
-            return
-        options = self.options
-        instance, chunk = partition.instance, partition.chunk
-        table_format = TableFormat(instance, format_settings(options))
-        records = record_builder(options, lambda _event: (instance, table_format),
-                                 lambda event: "")
-        conn = connect(options, instance.database)
-        try:
-            rows, _low, high = read_chunk(conn, instance, chunk, options.get("snapshot.isolation.mode",
-                                                                              "repeatable_read"))
-        finally:
-            conn.close()
-        for event in snapshot_events(instance, rows, high, chunk.last, now_ms()):
-            yield from records.rows(event)
-        mark = {"database": instance.database, "schema": instance.schema, "table": instance.name,
-                "lower": chunk.lower, "upper": chunk.upper, "high": high}
-        yield record("", None, json.dumps(mark), op="_watermark", position=Position(high, high, 0), ts_ms=now_ms())
+        if isinstance(partition, ChunkPartition):
+            yield from read_snapshot_chunk(self.options, partition.instance, partition.chunk,
+                                           "last" if partition.chunk.last else "true")
+
+
+def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chunk: Chunk, marker: str,
+                        condition: str | None = None) -> Iterator[EventRow]:
+    """The ``r`` records of one chunk as of its high watermark, then a control row with that watermark.
+
+    ``marker`` is ``source.snapshot`` of the chunk's last row (``last`` on the snapshot's final chunk,
+    ``incremental`` for every row of an ad hoc snapshot, else ``true``).
+    """
+    table_format = TableFormat(instance, format_settings(options))
+    records = record_builder(options, lambda _event: (instance, table_format), lambda event: "")
+    conn = connect(options, instance.database)
+    try:
+        rows, _low, high = read_chunk(conn, instance, chunk, options.get("snapshot.isolation.mode",
+                                                                          "repeatable_read"), condition=condition)
+    finally:
+        conn.close()
+    every = "incremental" if marker == "incremental" else "true"
+    for event in snapshot_events(instance, rows, high, marker, now_ms(), every):
+        yield from records.rows(event)
+    mark = {"database": instance.database, "schema": instance.schema, "table": instance.name,
+            "lower": chunk.lower, "upper": chunk.upper, "high": high}
+    yield record("", None, json.dumps(mark), op="_watermark", position=Position(high, high, 0), ts_ms=now_ms())

@@ -23,13 +23,22 @@ from pyspark.sql.types import StructType
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
 from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, pending_end, read_changes, require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
-from cdckit.dialect.sqlserver.snapshot import ChunkFilter
+from cdckit.dialect.sqlserver.signals import parse_signal, snapshot_requests
+from cdckit.dialect.sqlserver.snapshot import (
+    Chunk,
+    ChunkFilter,
+    ChunkWatermark,
+    plan_chunks,
+    read_incremental_watermarks,
+    signal_instance,
+)
 from cdckit.events import ChangeEvent
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, option_bool
+from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
 KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at first read}
 KNOWN_INSTANCES_OPTION = "cdckit.sqlserver.known.instances"  # {"db.capture_instance": "db.schema.table"}
@@ -45,12 +54,24 @@ def positions(document: dict[str, Any]) -> dict[str, int]:
 
 
 class ChangeRangePartition(InputPartition):
-    def __init__(self, database: str, instances: tuple[CaptureInstance, ...], start: int, end: int) -> None:
+    def __init__(self, database: str, instances: tuple[CaptureInstance, ...], start: int, end: int,
+                 watermarks: str = "[]") -> None:
         super().__init__((database, tuple(i.capture_instance for i in instances), start, end))
         self.database = database
         self.instances = instances
         self.start = start
         self.end = end
+        self.watermarks = watermarks  # incremental snapshot chunks of earlier batches (JSON)
+
+
+class IncrementalChunkPartition(InputPartition):
+    """One chunk of an ad hoc incremental snapshot a signal asked for."""
+
+    def __init__(self, instance: CaptureInstance, chunk: Chunk, condition: str | None) -> None:
+        super().__init__(("incremental", chunk.id))
+        self.instance = instance
+        self.chunk = chunk
+        self.condition = condition
 
 
 class SqlServerChangeDataSource(DataSource):
@@ -118,16 +139,40 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, finish = positions(start), positions(end)
         together = option_bool(self.options, "provide.transaction.metadata", False)
+        watermarks = json.dumps(read_incremental_watermarks(self.options))
         partitions: list[InputPartition] = []
         for database in self.databases:
             if finish.get(database, 0) <= begin.get(database, 0):
                 continue
+            cursor = self._cursor(database)
             known = json.loads(self.options.get(KNOWN_INSTANCES_OPTION, "{}"))
             previously = [table.split(".", 1)[1] for table in known.values() if table.startswith(f"{database}.")]
-            instances = tuple(capture_instances(self._cursor(database), database, self.options, previously))
+            signal = signal_instance(cursor, database, self.options)
+            instances = tuple(i for i in capture_instances(cursor, database, self.options, previously)
+                              if signal is None or i.capture_instance != signal.capture_instance)
             groups = [instances] if together else [(instance,) for instance in instances]
-            partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database])
-                              for group in groups if group)
+            partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database],
+                                                   watermarks) for group in groups if group)
+            if signal is not None:
+                partitions.extend(self._incremental(cursor, signal, instances, begin.get(database, 0),
+                                                    finish[database]))
+        return partitions
+
+    def _incremental(self, cursor: Any, signal: CaptureInstance, instances: tuple[CaptureInstance, ...],
+                     start: int, end: int) -> list[InputPartition]:
+        """Chunks of the snapshots that signals committed in ``(start, end]`` ask for."""
+        found = []
+        for event in fold_changes(signal, read_changes(cursor, signal, check_readable(cursor, signal, start), end)):
+            parsed = parse_signal(event.after or {}) if event.op == "c" else None
+            if parsed is not None:
+                found.append(parsed)
+        chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
+        partitions: list[InputPartition] = []
+        for request in snapshot_requests(found):
+            for instance in instances:
+                if request.selects(f"{instance.database}.{instance.qualified_name}"):
+                    partitions.extend(IncrementalChunkPartition(instance, chunk, request.condition)
+                                      for chunk in plan_chunks(cursor, instance, chunk_rows))
         return partitions
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -139,6 +184,10 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[EventRow]:
+        if isinstance(partition, IncrementalChunkPartition):
+            yield from read_snapshot_chunk(self.options, partition.instance, partition.chunk, "incremental",
+                                           partition.condition)
+            return
         assert isinstance(partition, ChangeRangePartition)
         options = self.options
         settings = format_settings(options)
@@ -149,7 +198,8 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
             lambda event: (by_table[(event.schema, event.table)],
                            formats[by_table[(event.schema, event.table)].capture_instance]),
             lambda event: format_sqlserver_lsn(event.position.commit_lsn) or "")
-        skip = ChunkFilter.from_options(options)
+        skip = ChunkFilter.from_options(options).extended(
+            [ChunkWatermark(**mark) for mark in json.loads(partition.watermarks)])
         starts = json.loads(options.get(KNOWN_STARTS_OPTION, "{}"))
         conn = connect(options, partition.database)
         try:

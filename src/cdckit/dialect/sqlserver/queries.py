@@ -101,10 +101,14 @@ def change_table(capture_instance: str) -> str:
 
 # -- snapshot ---------------------------------------------------------------------------------------------
 def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: Sequence[str],
-                lower_bounded: bool, upper_bounded: bool) -> str:
-    """The rows of one chunk: ``key >= ?`` and ``key < ?`` on a single-column key, in key order."""
+                lower_bounded: bool, upper_bounded: bool, condition: str | None = None) -> str:
+    """The rows of one chunk: ``key >= ?`` and ``key < ?`` on a single-column key, in key order.
+
+    ``condition`` is an incremental snapshot signal's ``additional-condition``: a boolean T-SQL expression a
+    user with write access to the signal table supplied, checked to be one expression (``check_condition``).
+    """
     selected = ", ".join(quote_name(column) for column in columns)
-    conditions = []
+    conditions = [f"({condition})"] if condition else []
     if key and lower_bounded:
         conditions.append(f"{quote_name(key[0])} >= ?")
     if key and upper_bounded:
@@ -117,6 +121,20 @@ def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: S
 def key_bounds(db: str, schema: str, table: str, key: str) -> str:
     return (f"SELECT MIN({quote_name(key)}), MAX({quote_name(key)}), COUNT_BIG(*) "
             f"FROM {db}.{quote_name(schema)}.{quote_name(table)}")
+
+
+def check_condition(condition: str) -> str:
+    """An ``additional-condition`` must be one boolean expression, never a statement: refuse anything else."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        parsed = sqlglot.parse_one(f"SELECT 1 WHERE {condition}", read="tsql")
+    except sqlglot.errors.ParseError as error:
+        raise ValueError(f"additional-condition {condition!r} is not a T-SQL boolean expression ({error})") from None
+    if not isinstance(parsed, exp.Select) or ";" in condition or "--" in condition or "/*" in condition:
+        raise ValueError(f"additional-condition {condition!r} must be a single boolean expression")
+    return condition
 
 
 SET_ISOLATION = {

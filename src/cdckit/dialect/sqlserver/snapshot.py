@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance
 from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, read_changes, require_max_lsn
+from cdckit.errors import CdcKitError, SourcePreconditionError
 from cdckit.events import ChangeEvent
 
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
@@ -79,7 +82,7 @@ def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tupl
 
 
 def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: str,
-               fetch_size: int = 2000) -> tuple[list[dict[str, object]], int, int]:
+               fetch_size: int = 2000, condition: str | None = None) -> tuple[list[dict[str, object]], int, int]:
     """(rows as of the high watermark, low watermark, high watermark). Rows of one chunk are held in memory:
     ``cdckit.snapshot.chunk.rows`` bounds them."""
     cursor = conn.cursor()
@@ -95,7 +98,7 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
     names = [c.name for c in instance.columns]
     cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, [key] if key else
                                        list(instance.key_columns), chunk.lower is not None and key is not None,
-                                       chunk.upper is not None and key is not None),
+                                       chunk.upper is not None and key is not None, condition),
                    *[bound for bound in (chunk.lower, chunk.upper) if bound is not None and key is not None])
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     while batch := cursor.fetchmany(fetch_size):
@@ -150,6 +153,10 @@ class ChunkFilter:
     def to_option(watermarks: Sequence[ChunkWatermark]) -> str:
         return json.dumps([asdict(mark) for mark in watermarks])
 
+    def extended(self, watermarks: Sequence[ChunkWatermark]) -> ChunkFilter:
+        marks = [mark for group in self.by_table.values() for mark in group]
+        return ChunkFilter([*marks, *watermarks])
+
     def already_snapshotted(self, event: ChangeEvent, instance: CaptureInstance) -> bool:
         marks = self.by_table.get((instance.database, instance.schema, instance.name))
         if not marks:
@@ -164,17 +171,60 @@ class ChunkFilter:
         return False
 
 
+INCREMENTAL_WATERMARKS_FILE = "incremental-watermarks.json"
+
+
+def incremental_watermarks_path(options: Mapping[str, str]) -> Path:
+    return Path(options.get("cdckit.checkpoint.location", "cdckit-checkpoint")) / "snapshot" / \
+        INCREMENTAL_WATERMARKS_FILE
+
+
+def read_incremental_watermarks(options: Mapping[str, str]) -> list[dict[str, Any]]:
+    path = incremental_watermarks_path(options)
+    return list(json.loads(path.read_text())) if path.exists() else []
+
+
+def record_incremental_watermarks(options: Mapping[str, str], controls: Sequence[str]) -> None:
+    """Add the chunk watermarks an ad hoc snapshot reported (called on the driver after the batch commits)."""
+    marks = read_incremental_watermarks(options) + [json.loads(c) for c in controls]
+    path = incremental_watermarks_path(options)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(marks))
+    temporary.replace(path)
+
+
+def signal_instance(cursor: Any, database: str, options: Mapping[str, str]) -> CaptureInstance | None:
+    """The capture instance of the signalling table (``signal.data.collection``) in ``database``, if any."""
+    from cdckit.dialect.sqlserver.catalog import capture_instances
+
+    target = options.get("signal.data.collection", "")
+    parts = target.split(".")
+    if len(parts) != 3 or parts[0].lower() != database.lower():
+        return None
+    only = {**options, "table.include.list": re.escape(f"{parts[1]}.{parts[2]}"), "table.exclude.list": "",
+            "column.include.list": "", "column.exclude.list": ""}
+    try:
+        found = capture_instances(cursor, database, only)
+    except CdcKitError:
+        raise SourcePreconditionError(
+            f"the signalling table {target} has no capture instance; create and CDC-enable it with "
+            f"sql/sqlserver/06_signal_table.sql") from None
+    return found[0] if found else None
+
+
 def snapshot_events(instance: CaptureInstance, rows: Iterator[dict[str, object]] | list[dict[str, object]],
-                    high: int, last: bool, ts_ms: int) -> Iterator[ChangeEvent]:
+                    high: int, final_marker: str, ts_ms: int, marker: str = "true") -> Iterator[ChangeEvent]:
+    """``r`` events of a chunk's rows; every row is marked ``marker``, the final one ``final_marker``."""
     from cdckit.events import Position
 
     buffered: dict[str, object] | None = None
     for row in rows:
         if buffered is not None:
-            yield _read_event(instance, buffered, high, "true", ts_ms, Position)
+            yield _read_event(instance, buffered, high, marker, ts_ms, Position)
         buffered = row
     if buffered is not None:
-        yield _read_event(instance, buffered, high, "last" if last else "true", ts_ms, Position)
+        yield _read_event(instance, buffered, high, final_marker, ts_ms, Position)
 
 
 def _read_event(instance: CaptureInstance, row: dict[str, object], high: int, marker: str, ts_ms: int,
