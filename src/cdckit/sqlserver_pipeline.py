@@ -9,6 +9,8 @@ Stream: a Structured Streaming query over the change tables from the recorded st
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -34,8 +36,11 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
 from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
+
+log = logging.getLogger("cdckit.sqlserver")
 
 
 def _state_file(config: Config) -> Path:
@@ -81,40 +86,57 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
 
 
 def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
+    """Snapshot every captured table; a snapshot that failed part-way resumes, reading only unfinished chunks."""
     started = time.monotonic()
     state = _read_state(config)
     if state and state.get("status") == "completed":
         return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
     options, instances = prepare_source(config)
-    start: dict[str, str] = {}
-    for database in databases(options):
-        conn = connect(options, database)
-        try:
-            # No maximum LSN yet: stream everything since the capture instances started.
-            first = min((i.start_lsn for i in instances if i.database == database), default=1)
-            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
-        finally:
-            conn.close()
+    chunks_dir = _state_file(config).parent / "chunks"
+    resuming = bool(state and state.get("status") == "started" and state.get("plan") is not None)
+    if resuming:
+        assert state is not None
+        start, plan = dict(state["consistent_point"]), list(state["plan"])
+        log.info("resuming the snapshot: %d of %d chunks are done", len(_finished(chunks_dir)), len(plan))
+    else:
+        shutil.rmtree(chunks_dir, ignore_errors=True)
+        _clear_snapshot_files(config)
+        start = {}
+        for database in databases(options):
+            conn = connect(options, database)
+            try:
+                # No maximum LSN yet: stream everything since the capture instances started.
+                first = min((i.start_lsn for i in instances if i.database == database), default=1)
+                start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
+            finally:
+                conn.close()
+        with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
+        plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]
-    _write_state(config, {"status": "started", "tables": tables})
-    _clear_snapshot_files(config)
+    _write_state(config, {"status": "started", "tables": tables, "consistent_point": start, "plan": plan})
     rows: WriteSummary = {}
-    controls: list[str] = []
-    if config.bool("include.schema.changes"):
+    if config.bool("include.schema.changes") and not resuming:
         rows.update(_write_schema_changes(spark, config, instances, start))
-    if data and config.str("snapshot.mode") not in ("schema_only", "no_data"):
-        frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(options)).load()
+    if plan:
+        read_options = {**options, PLAN_OPTION: json.dumps(plan),
+                        DONE_OPTION: json.dumps([mark.get("chunk") for mark in _finished(chunks_dir)])}
+        frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
         for topic, count in write_snapshot(frame, config.str("cdckit.sink"), config.str("cdckit.output.path"),
-                                           controls).items():
+                                           controls_dir=str(chunks_dir)).items():
             rows[topic] = rows.get(topic, 0) + count
-    watermarks = [json.loads(c) for c in controls]
-    report = SnapshotReport("completed" if data else "no_data", "", json.dumps(start), tables,
+    watermarks = _finished(chunks_dir)
+    report = SnapshotReport("completed" if plan or not data else "no_data", "", json.dumps(start), tables,
                             dict(sorted(rows.items())), round(time.monotonic() - started, 3))
     starts = {f"{i.database}.{i.capture_instance}": format_sqlserver_lsn(i.start_lsn) for i in instances}
     known = {f"{i.database}.{i.capture_instance}": f"{i.database}.{i.qualified_name}" for i in instances}
-    _write_state(config, {**asdict(report), "status": "completed", "consistent_point": start,
+    _write_state(config, {**asdict(report), "status": "completed", "consistent_point": start, "plan": plan,
                           "watermarks": watermarks, "capture_instance_starts": starts, "capture_instances": known})
     return report
+
+
+def _finished(chunks_dir: Path) -> list[dict[str, Any]]:
+    """Watermarks of the chunks whose records are written (one file per chunk, by the executors)."""
+    return [json.loads(path.read_text()) for path in sorted(chunks_dir.glob("*.json"))]
 
 
 def _clear_snapshot_files(config: Config) -> None:

@@ -276,3 +276,65 @@ def test_stop_snapshot_signal_cancels_a_requested_snapshot(model: SqlServerModel
         tx.insert("dbo", "debezium_signal", {"id": "stop", "type": "stop-snapshot", "data": data})
     run_stream(spark, config)
     assert records(config, TOPIC) == []
+
+
+def test_failed_snapshot_resumes_with_only_the_unfinished_chunks(model: SqlServerModel, spark: Any,
+                                                                 workdir: Path) -> None:
+    import json
+
+    with model.transaction("testDB") as tx:
+        for i in range(1, 201):
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    config = sqlserver_config(model, workdir, **{"cdckit.snapshot.chunk.rows": "50",
+                                                 "table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    state_path = workdir / "checkpoint" / "snapshot" / "state.json"
+    chunks_dir = state_path.parent / "chunks"
+    finished = sorted(chunks_dir.glob("*.json"))
+    assert len(finished) == 4
+    # Make it look as if the job died after two chunks: their markers and files survive, the rest do not.
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({"status": "started", "tables": state["tables"],
+                                      "consistent_point": state["consistent_point"], "plan": state["plan"]}))
+    lost = [json.loads(p.read_text())["chunk"] for p in finished[2:]]
+    for path in finished[2:]:
+        path.unlink()
+    out = workdir / "out" / TOPIC
+    files = sorted(out.glob("snapshot-*.jsonl"))
+    kept = {p.name: p.stat().st_mtime_ns for p in files}
+    index_of = {chunk["database"] + "." + chunk["schema"] + "." + chunk["table"] + "#" + str(chunk["index"]): n
+                for n, chunk in enumerate(state["plan"])}
+    for chunk_id in lost:
+        lost_file = out / f"snapshot-{index_of[chunk_id]:05d}.jsonl"
+        lost_file.unlink()
+        kept.pop(lost_file.name)
+    model.record_statements = True
+    report = run_snapshot(spark, config)
+    assert report.rows_per_topic[TOPIC] == 100  # only the two unfinished chunks were read again
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("snapshot-*.jsonl") if p.name in kept} == kept
+    assert replay(config, TOPIC) == table_rows(model)
+    assert len(list(chunks_dir.glob("*.json"))) == 4
+
+
+def test_snapshot_select_statement_override_is_used(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    with model.transaction("testDB") as tx:
+        for i in range(1, 6):
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    statement = "SELECT [email], [id] FROM [testDB].[dbo].[customers] ORDER BY [id]"
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "snapshot.select.statement.overrides": "dbo.customers",
+                                                 "snapshot.select.statement.overrides.dbo.customers": statement})
+    model.record_statements = True
+    run_snapshot(spark, config)
+    assert any(entry[1] == statement for entry in model.statement_log())
+    assert replay(config, TOPIC) == table_rows(model)
+
+
+def test_override_that_is_not_a_select_is_refused() -> None:
+    from cdckit.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="must be a single SELECT"):
+        validate({"connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
+                  "database.hostname": "h", "database.user": "u", "database.password": "p",
+                  "database.names": "d", "topic.prefix": "t",
+                  "snapshot.select.statement.overrides.dbo.customers": "DELETE FROM dbo.customers"})

@@ -32,6 +32,7 @@ _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
 _SLOT_NAME = re.compile(r"^[a-z0-9_]{1,63}$")
 _SKIPPABLE_OPS = {"c", "u", "d", "t", "none"}
+_OVERRIDE_PREFIX = "snapshot.select.statement.overrides."
 # Pass-through keys whose values are secrets (SASL JAAS configs, key-store passwords, tokens...).
 _SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|connection\.string|sas\.key", re.IGNORECASE)
 
@@ -218,6 +219,14 @@ def validate(raw: Mapping[str, str]) -> Config:
         if key.startswith(IGNORED_PREFIXES):
             continue
         prop = BY_NAME.get(key)
+        if prop is None and key.startswith(_OVERRIDE_PREFIX):
+            from cdckit.dialect.sqlserver.snapshot import check_override
+
+            problem = check_override(key[len(_OVERRIDE_PREFIX):], text)
+            if problem:
+                problems.append(problem)
+            passthrough[key] = text
+            continue
         if prop is None and is_pattern_property(key):
             problem = validate_rule(key, text)
             if problem:

@@ -78,6 +78,8 @@ PROPERTIES: tuple[Property, ...] = (
              choices=("all_tables", "disabled", "filtered")),
     Property("snapshot.mode", "choice", "initial", "when to snapshot",
              choices=("initial", "initial_only", "never", "no_data", "schema_only", "when_needed")),
+    Property("snapshot.select.statement.overrides", "list", (), "SQL Server: schema.table names whose snapshot "
+             "uses the SELECT in snapshot.select.statement.overrides.<schema>.<table>"),
     Property("snapshot.isolation.mode", "choice", "repeatable_read", "SQL Server: isolation of snapshot reads",
              choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive")),
     Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "

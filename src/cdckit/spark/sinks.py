@@ -14,6 +14,7 @@ never leaves partial or duplicate files behind.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -48,15 +49,30 @@ def _json_string(text: str) -> str:
     return orjson.dumps(text).decode("utf-8")
 
 
-def _file_writer(output: str, label: str, per_partition: bool) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
+def _persist_controls(controls_dir: str | None, values: list[str]) -> None:
+    """Record control rows (chunk watermarks) once the partition's records are durably written."""
+    if not controls_dir:
+        return
+    folder = Path(controls_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for value in values:
+        name = hashlib.sha1(value.encode()).hexdigest()
+        temporary = folder / f".{name}.tmp"
+        temporary.write_text(value)
+        os.replace(temporary, folder / f"{name}.json")
+
+
+def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None
+                 ) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
     def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
         handles: dict[str, tuple[IO[str], Path, Path]] = {}
         counts: Counter[str] = Counter()
+        controls: list[str] = []
         try:
             for row in rows:
                 if row["op"].startswith("_"):  # a control row for the driver, not a record
-                    yield ("_control", row["value"])  # type: ignore[misc]
+                    controls.append(row["value"])
                     continue
                 topic = row["topic"]
                 if topic not in handles:
@@ -77,21 +93,29 @@ def _file_writer(output: str, label: str, per_partition: bool) -> Callable[[Iter
                 if not handle.closed:
                     handle.close()
                     temporary.unlink(missing_ok=True)
+        _persist_controls(controls_dir, controls)
         yield from counts.items()
+        for value in controls:
+            yield ("_control", value)  # type: ignore[misc]
 
     return write
 
 
-def _console_writer(label: str) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
+def _console_writer(label: str, controls_dir: str | None = None
+                    ) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
     def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
         counts: Counter[str] = Counter()
+        controls: list[str] = []
         for row in rows:
             if row["op"].startswith("_"):
-                yield ("_control", row["value"])  # type: ignore[misc]
+                controls.append(row["value"])
                 continue
             print(f"[{label}] {record_line(row)}", flush=True)
             counts[row["topic"]] += 1
+        _persist_controls(controls_dir, controls)
         yield from counts.items()
+        for value in controls:
+            yield ("_control", value)  # type: ignore[misc]
 
     return write
 
@@ -107,10 +131,13 @@ def _summarize(pairs: Iterable[tuple[str, Any]], controls: list[str] | None = No
     return dict(sorted(summary.items()))
 
 
-def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | None = None) -> WriteSummary:
+def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | None = None,
+                   controls_dir: str | None = None) -> WriteSummary:
     """Write snapshot rows partition by partition (no shuffle); returns rows per topic. Control rows (chunk
-    watermarks) are not written but handed back in ``controls``."""
-    writer = _file_writer(output, "snapshot", per_partition=True) if sink == "files" else _console_writer("snapshot")
+    watermarks) are not written but handed back in ``controls`` and, partition by partition as soon as its
+    records are written, kept in ``controls_dir`` (so a failed snapshot knows which chunks are done)."""
+    writer = (_file_writer(output, "snapshot", per_partition=True, controls_dir=controls_dir) if sink == "files"
+              else _console_writer("snapshot", controls_dir))
     return _summarize(df.rdd.mapPartitions(writer).collect(), controls)
 
 

@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import asdict
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, databases
 from cdckit.dialect.sqlserver.connection import connect
-from cdckit.dialect.sqlserver.snapshot import Chunk, plan_chunks, read_chunk, snapshot_events
+from cdckit.dialect.sqlserver.snapshot import (
+    Chunk,
+    plan_chunks,
+    read_chunk,
+    read_override,
+    select_overrides,
+    snapshot_events,
+)
 from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, record
+
+PLAN_OPTION = "cdckit.sqlserver.snapshot.plan"
+DONE_OPTION = "cdckit.sqlserver.snapshot.done"
 
 
 class ChunkPartition(InputPartition):
@@ -42,30 +53,58 @@ class SqlServerSnapshotDataSource(DataSource):
 
 
 class SqlServerSnapshotReader(DataSourceReader):
+    """Reads the chunks planned by the driver (``PLAN_OPTION``); chunks already finished in an earlier, failed
+    run (``DONE_OPTION``) become empty partitions, so partition numbers and output file names stay stable."""
+
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        chunk_rows = int(self.options.get("cdckit.snapshot.chunk.rows", "50000"))
-        planned: list[ChunkPartition] = []
+        plan = [Chunk(**item) for item in json.loads(self.options.get(PLAN_OPTION, "[]"))]
+        done = set(json.loads(self.options.get(DONE_OPTION, "[]")))
+        instances: dict[tuple[str, str, str], CaptureInstance] = {}
         for database in databases(self.options):
             conn = connect(self.options, database)
             try:
-                cursor = conn.cursor()
-                for instance in capture_instances(cursor, database, self.options):
-                    planned.extend(ChunkPartition(instance, chunk) for chunk in plan_chunks(cursor, instance,
-                                                                                           chunk_rows))
+                for instance in capture_instances(conn.cursor(), database, self.options):
+                    instances[(database, instance.schema, instance.name)] = instance
             finally:
                 conn.close()
-        if planned:
-            final = planned[-1]
-            planned[-1] = ChunkPartition(final.instance, Chunk(**{**final.chunk.__dict__, "last": True}))
-        return list(planned) or [InputPartition(None)]
+        partitions: list[InputPartition] = []
+        for chunk in plan:
+            found = instances.get((chunk.database, chunk.schema, chunk.table))
+            if chunk.id in done or found is None:
+                partitions.append(InputPartition(("done", chunk.id)))
+            else:
+                partitions.append(ChunkPartition(found, chunk))
+        return partitions or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[EventRow]:
         if isinstance(partition, ChunkPartition):
             yield from read_snapshot_chunk(self.options, partition.instance, partition.chunk,
                                            "last" if partition.chunk.last else "true")
+
+
+def plan_snapshot(options: dict[str, str], instances: list[CaptureInstance]) -> list[Chunk]:
+    """Every table's chunks, in table order; the snapshot's final chunk is marked ``last``. Runs on the driver:
+    the plan is small (chunk bounds only) and is stored so a failed snapshot resumes chunk by chunk."""
+    chunk_rows = int(options.get("cdckit.snapshot.chunk.rows", "50000"))
+    overrides = select_overrides(options)
+    planned: list[Chunk] = []
+    for database in databases(options):
+        conn = connect(options, database)
+        try:
+            cursor = conn.cursor()
+            for instance in (i for i in instances if i.database == database):
+                if instance.qualified_name.lower() in overrides:
+                    planned.append(Chunk(database, instance.schema, instance.name, 0, None, None))
+                else:
+                    planned.extend(plan_chunks(cursor, instance, chunk_rows))
+        finally:
+            conn.close()
+    if planned:
+        planned[-1] = Chunk(**{**asdict(planned[-1]), "last": True})
+    return planned
 
 
 def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chunk: Chunk, marker: str,
@@ -78,14 +117,23 @@ def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chun
     table_format = TableFormat(instance, format_settings(options))
     records = record_builder(options, lambda _event: (instance, table_format), lambda event: "")
     conn = connect(options, instance.database)
+    override = select_overrides(options).get(instance.qualified_name.lower()) if marker != "incremental" else None
     try:
-        rows, _low, high = read_chunk(conn, instance, chunk, options.get("snapshot.isolation.mode",
-                                                                          "repeatable_read"), condition=condition)
+        if override is not None:
+            rows, high = read_override(conn, instance, override, options.get("snapshot.isolation.mode",
+                                                                              "repeatable_read"))
+        else:
+            rows, _low, high = read_chunk(conn, instance, chunk, options.get("snapshot.isolation.mode",
+                                                                              "repeatable_read"),
+                                          condition=condition)
     finally:
         conn.close()
     every = "incremental" if marker == "incremental" else "true"
     for event in snapshot_events(instance, rows, high, marker, now_ms(), every):
         yield from records.rows(event)
+    # A chunk read by an override SELECT is not reconciled: its rows carry the stream's start position and no
+    # watermark, so every later change is streamed over them (at least once) instead of being skipped.
     mark = {"database": instance.database, "schema": instance.schema, "table": instance.name,
-            "lower": chunk.lower, "upper": chunk.upper, "high": high}
+            "lower": chunk.lower, "upper": chunk.upper, "high": high, "chunk": chunk.id,
+            "reconciled": override is None}
     yield record("", None, json.dumps(mark), op="_watermark", position=Position(high, high, 0), ts_ms=now_ms())

@@ -127,6 +127,47 @@ def _apply(instance: CaptureInstance, chunk: Chunk, key: str | None, rows: dict[
         rows[_key_of(instance, event.after)] = dict(event.after or {})
 
 
+def select_overrides(options: Mapping[str, str]) -> dict[str, str]:
+    """``snapshot.select.statement.overrides`` (``schema.table`` list) -> the SELECT given for each table in
+    ``snapshot.select.statement.overrides.<schema>.<table>``, keyed by lower-case ``schema.table``."""
+    tables = [t.strip() for t in options.get("snapshot.select.statement.overrides", "").split(",") if t.strip()]
+    return {table.lower(): options[f"snapshot.select.statement.overrides.{table}"] for table in tables
+            if f"snapshot.select.statement.overrides.{table}" in options}
+
+
+def check_override(table: str, statement: str) -> str | None:
+    """A problem with an override statement (it must be one SELECT), or None."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        parsed = sqlglot.parse(statement, read="tsql")
+    except sqlglot.errors.ParseError as error:
+        return f"snapshot.select.statement.overrides.{table} is not valid T-SQL ({error})"
+    if len(parsed) != 1 or not isinstance(parsed[0], exp.Select):
+        return f"snapshot.select.statement.overrides.{table} must be a single SELECT statement"
+    return None
+
+
+def read_override(conn: Any, instance: CaptureInstance, statement: str, isolation: str,
+                  fetch_size: int = 2000) -> tuple[list[dict[str, object]], int]:
+    """Rows of a table read with its override SELECT (columns matched by name), and the max LSN before the read."""
+    cursor = conn.cursor()
+    before = require_max_lsn(cursor, instance.database) or max(instance.start_lsn - 1, 0)
+    cursor.execute(queries.SET_ISOLATION[isolation])
+    cursor.execute(statement)
+    names = [str(column[0]) for column in cursor.description]
+    unknown = set(names) - {c.name for c in instance.columns}
+    if unknown:
+        raise SourcePreconditionError(
+            f"snapshot.select.statement.overrides.{instance.qualified_name} returns columns "
+            f"{', '.join(sorted(unknown))} that the capture instance {instance.capture_instance} does not capture")
+    rows: list[dict[str, object]] = []
+    while batch := cursor.fetchmany(fetch_size):
+        rows.extend(dict(zip(names, values, strict=True)) for values in batch)
+    return rows, before
+
+
 @dataclass(frozen=True)
 class ChunkWatermark:
     database: str
@@ -135,6 +176,8 @@ class ChunkWatermark:
     lower: int | None
     upper: int | None
     high: int
+    chunk: str = ""
+    reconciled: bool = True
 
 
 class ChunkFilter:
@@ -143,7 +186,8 @@ class ChunkFilter:
     def __init__(self, watermarks: Sequence[ChunkWatermark]) -> None:
         self.by_table: dict[tuple[str, str, str], list[ChunkWatermark]] = {}
         for mark in watermarks:
-            self.by_table.setdefault((mark.database, mark.schema, mark.table), []).append(mark)
+            if mark.reconciled:
+                self.by_table.setdefault((mark.database, mark.schema, mark.table), []).append(mark)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ChunkFilter:
