@@ -338,3 +338,39 @@ def test_override_that_is_not_a_select_is_refused() -> None:
                   "database.hostname": "h", "database.user": "u", "database.password": "p",
                   "database.names": "d", "topic.prefix": "t",
                   "snapshot.select.statement.overrides.dbo.customers": "DELETE FROM dbo.customers"})
+
+
+def test_large_transaction_stays_whole_and_heartbeats_are_written(model: SqlServerModel, spark: Any,
+                                                                  workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"max.batch.size": "10", "heartbeat.interval.ms": "1",
+                                                 "table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        for i in range(25):
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "orders", {"id": 1, "email": "not captured"})  # moves the max LSN only
+    stream = run_stream(spark, config)
+    files = sorted((workdir / "out" / TOPIC).glob("stream-*.jsonl"))
+    assert len(files) == 1, "25 changes of one transaction are admitted together despite max.batch.size=10"
+    commits = {payload(r["value"])["source"]["commit_lsn"] for r in records(config, TOPIC)}
+    assert len(commits) == 1 and stream.batches >= 2
+    beats = records(config, "__debezium-heartbeat.server1")
+    assert beats and beats[0]["key"]["payload"] == {"serverName": "server1"}
+
+
+def test_purged_changes_can_resnapshot_the_table_instead(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"cdckit.sqlserver.purged.changes": "resnapshot",
+                                                 "table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    lsns = []
+    for i in range(5):
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+        lsns.append(tx.commit_lsn)
+    model.cleanup("testDB", "dbo_customers", lsns[3])  # inserts 0-2 are gone from the change table
+    run_stream(spark, config)
+    reads = [payload(r["value"]) for r in records(config, TOPIC) if payload(r["value"])["op"] == "r"]
+    assert {r["after"]["id"] for r in reads} == {0, 1, 2, 3, 4}
+    assert {r["source"]["snapshot"] for r in reads} == {"incremental"}
+    assert replay(config, TOPIC) == table_rows(model)

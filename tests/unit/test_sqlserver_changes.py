@@ -54,3 +54,8 @@ def test_delete_and_insert_under_different_lsns_stay_separate() -> None:
 def test_update_old_row_without_new_row_is_reported() -> None:
     with pytest.raises(SourcePreconditionError, match="without its new row"):
         list(fold_changes(INSTANCE, [row(9, 8, 3, 1, "old"), row(10, 9, 2, 2, "x")]))
+
+
+def test_commit_times_in_server_local_time_become_utc() -> None:
+    (event,) = fold_changes(INSTANCE, [row(5, 3, 2, 1, "a")], utc_offset_minutes=120)
+    assert event.source_ts_ms == int(WHEN.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000) - 7_200_000

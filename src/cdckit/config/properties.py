@@ -132,6 +132,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
              "(e.g. '10 seconds'; empty = poll.interval.ms)"),
     Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
+    Property("cdckit.sqlserver.purged.changes", "choice", "fail", "SQL Server: when the cleanup job removed "
+             "changes cdckit had not read: fail (stop with an error) or resnapshot (take an incremental snapshot of "
+             "the table and stream on)", choices=("fail", "resnapshot")),
     Property("signal.data.collection", "string", "", "SQL Server: the signalling table, <db>.<schema>.<table> "
              "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)"),
     Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",

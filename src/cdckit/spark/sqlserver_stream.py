@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +23,15 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
-from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, pending_end, read_changes, require_max_lsn
+from cdckit.dialect.sqlserver.changes import (
+    PurgedChangesError,
+    check_readable,
+    fold_changes,
+    pending_end,
+    read_changes,
+    require_max_lsn,
+    server_utc_offset_minutes,
+)
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.signals import parse_signal, snapshot_requests
 from cdckit.dialect.sqlserver.snapshot import (
@@ -32,14 +42,15 @@ from cdckit.dialect.sqlserver.snapshot import (
     read_incremental_watermarks,
     signal_instance,
 )
-from cdckit.events import ChangeEvent
-from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, option_bool
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool, record
 from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
+log = logging.getLogger("cdckit.sqlserver")
 KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at first read}
 KNOWN_INSTANCES_OPTION = "cdckit.sqlserver.known.instances"  # {"db.capture_instance": "db.schema.table"}
 
@@ -55,13 +66,22 @@ def positions(document: dict[str, Any]) -> dict[str, int]:
 
 class ChangeRangePartition(InputPartition):
     def __init__(self, database: str, instances: tuple[CaptureInstance, ...], start: int, end: int,
-                 watermarks: str = "[]") -> None:
+                 watermarks: str = "[]", resnapshot: frozenset[str] = frozenset()) -> None:
         super().__init__((database, tuple(i.capture_instance for i in instances), start, end))
         self.database = database
         self.instances = instances
         self.start = start
         self.end = end
         self.watermarks = watermarks  # incremental snapshot chunks of earlier batches (JSON)
+        self.resnapshot = resnapshot  # capture instances re-snapshotted in this batch: purged changes accepted
+
+
+class HeartbeatPartition(InputPartition):
+    """A heartbeat record for a batch that moves offsets (``heartbeat.interval.ms``)."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(("heartbeat", position))
+        self.position = position
 
 
 class IncrementalChunkPartition(InputPartition):
@@ -94,6 +114,8 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
         self.max_transactions = int(options.get("max.iteration.transactions", "0"))
         self._target: dict[str, int] | None = None
         self._conns: dict[str, Any] = {}
+        self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
+        self._last_heartbeat = time.monotonic()
 
     def _cursor(self, database: str) -> Any:
         if database not in self._conns:
@@ -150,13 +172,39 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
             signal = signal_instance(cursor, database, self.options)
             instances = tuple(i for i in capture_instances(cursor, database, self.options, previously)
                               if signal is None or i.capture_instance != signal.capture_instance)
+            purged = self._purged(cursor, instances, begin.get(database, 0))
             groups = [instances] if together else [(instance,) for instance in instances]
             partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database],
-                                                   watermarks) for group in groups if group)
+                                                   watermarks, frozenset(i.capture_instance for i in purged))
+                              for group in groups if group)
+            chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
+            for instance in purged:
+                log.warning("changes of %s.%s were purged before cdckit read them: taking a new snapshot of the "
+                            "table (cdckit.sqlserver.purged.changes=resnapshot)", database, instance.qualified_name)
+                partitions.extend(IncrementalChunkPartition(instance, chunk, None)
+                                  for chunk in plan_chunks(cursor, instance, chunk_rows))
             if signal is not None:
                 partitions.extend(self._incremental(cursor, signal, instances, begin.get(database, 0),
                                                     finish[database]))
+        if partitions and self.heartbeat_ms > 0 and (time.monotonic() - self._last_heartbeat) * 1000 \
+                >= self.heartbeat_ms:
+            self._last_heartbeat = time.monotonic()
+            partitions.append(HeartbeatPartition(max(finish.values())))
         return partitions
+
+    def _purged(self, cursor: Any, instances: tuple[CaptureInstance, ...], start: int) -> list[CaptureInstance]:
+        """With ``cdckit.sqlserver.purged.changes=resnapshot``, the instances whose unread changes were purged."""
+        if self.options.get("cdckit.sqlserver.purged.changes", "fail") != "resnapshot":
+            return []
+        starts = json.loads(self.options.get(KNOWN_STARTS_OPTION, "{}"))
+        purged = []
+        for instance in instances:
+            known = starts.get(f"{instance.database}.{instance.capture_instance}")
+            try:
+                check_readable(cursor, instance, start, parse_sqlserver_lsn(known) if known else None)
+            except PurgedChangesError:
+                purged.append(instance)
+        return purged
 
     def _incremental(self, cursor: Any, signal: CaptureInstance, instances: tuple[CaptureInstance, ...],
                      start: int, end: int) -> list[InputPartition]:
@@ -184,6 +232,14 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[EventRow]:
+        if isinstance(partition, HeartbeatPartition):
+            settings = format_settings(self.options)
+            key, value = heartbeat_messages(settings, now_ms())
+            topic = heartbeat_topic(settings.topic_prefix, self.options.get("topic.heartbeat.prefix",
+                                                                            "__debezium-heartbeat"))
+            yield record(topic, key, value, op="hb", position=Position(partition.position, partition.position, 0),
+                         ts_ms=now_ms())
+            return
         if isinstance(partition, IncrementalChunkPartition):
             yield from read_snapshot_chunk(self.options, partition.instance, partition.chunk, "incremental",
                                            partition.condition)
@@ -204,29 +260,32 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
         conn = connect(options, partition.database)
         try:
             streams = []
+            offset_minutes = server_utc_offset_minutes(conn.cursor())
             for instance in partition.instances:
                 cursor = conn.cursor()
-                known_since = starts.get(f"{instance.database}.{instance.capture_instance}")
+                known_since = None if instance.capture_instance in partition.resnapshot else starts.get(
+                    f"{instance.database}.{instance.capture_instance}")
                 first = check_readable(cursor, instance, partition.start,
                                        parse_sqlserver_lsn(known_since) if known_since else None)
-                streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end)))
+                streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end),
+                                            offset_minutes))
             events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
                 streams[0] if streams else iter(()))
             previous_commit: int | None = None
+            previous_ts = 0
             for event in events:
                 if skip.already_snapshotted(event, by_table[(event.schema, event.table)]):
                     continue
                 if previous_commit is not None and event.position.commit_lsn != previous_commit:
-                    yield from records.rows(_transaction_end(previous_commit))
-                previous_commit = event.position.commit_lsn
+                    yield from records.rows(_transaction_end(previous_commit, previous_ts))
+                previous_commit, previous_ts = event.position.commit_lsn, event.source_ts_ms
                 yield from records.rows(event)
             if previous_commit is not None:
-                yield from records.rows(_transaction_end(previous_commit))
+                yield from records.rows(_transaction_end(previous_commit, previous_ts))
         finally:
             conn.close()
 
 
-def _transaction_end(commit_lsn: int) -> ChangeEvent:
-    from cdckit.events import Position
-
-    return ChangeEvent("", "", "txend", None, None, Position(commit_lsn, commit_lsn, 9), 0)
+def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:
+    """The end of a transaction (all its rows share the commit LSN), after its last event."""
+    return ChangeEvent("", "", "txend", None, None, Position(commit_lsn, commit_lsn, 9), ts_ms)

@@ -80,8 +80,8 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_sin
             f"changes of {instance.database}.{instance.qualified_name} after LSN {format_sqlserver_lsn(start)} "
             f"were removed by the CDC cleanup job (capture instance {instance.capture_instance} now starts at "
             f"{format_sqlserver_lsn(low)}), so cdckit cannot read them; raise the cleanup job's retention "
-            f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot (delete "
-            f"cdckit.checkpoint.location and run the job again)")
+            f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot: set "
+            f"cdckit.sqlserver.purged.changes=resnapshot, or delete cdckit.checkpoint.location and run again")
     return max(first, low)
 
 
@@ -144,9 +144,21 @@ def read_changes(cursor: Any, instance: CaptureInstance, first: int, end: int) -
         yield from rows
 
 
-def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]]) -> Iterator[ChangeEvent]:
-    """Change-table rows (ordered) -> change events with Debezium's event_serial_no."""
+def server_utc_offset_minutes(cursor: Any) -> int:
+    cursor.execute(queries.SERVER_UTC_OFFSET)
+    row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]],
+                 utc_offset_minutes: int = 0) -> Iterator[ChangeEvent]:
+    """Change-table rows (ordered) -> change events with Debezium's event_serial_no.
+
+    Commit times are the server's local time; ``utc_offset_minutes`` (``server_utc_offset_minutes``) turns them
+    into UTC for ``source.ts_ms``.
+    """
     names = [c.name for c in instance.columns]
+    shift_ms = utc_offset_minutes * 60_000
     pending: Sequence[Any] | None = None  # an operation-3 row waiting for its 4, or a 1 that may pair with a 2
     for row in rows:
         if pending is not None:
@@ -156,29 +168,30 @@ def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]]) -> It
                     raise SourcePreconditionError(
                         f"change table of {instance.capture_instance} has an update's old row (operation 3) at "
                         f"LSN {format_sqlserver_lsn(lsn_int(pending[0]))} without its new row (operation 4)")
-                yield _event(instance, names, "u", pending, row, 2)
+                yield _event(instance, names, "u", pending, row, 2, shift_ms)
                 pending = None
                 continue
             if pending[2] == 1 and same_change and row[2] == 2:  # a primary-key update
-                yield _event(instance, names, "d", pending, None, 1)
-                yield _event(instance, names, "c", None, row, 2)
+                yield _event(instance, names, "d", pending, None, 1, shift_ms)
+                yield _event(instance, names, "c", None, row, 2, shift_ms)
                 pending = None
                 continue
-            yield from _single(instance, names, pending)
+            yield from _single(instance, names, pending, shift_ms)
             pending = None
         if row[2] in (1, 3):
             pending = row
         else:
-            yield from _single(instance, names, row)
+            yield from _single(instance, names, row, shift_ms)
     if pending is not None:
-        yield from _single(instance, names, pending)
+        yield from _single(instance, names, pending, shift_ms)
 
 
-def _single(instance: CaptureInstance, names: list[str], row: Sequence[Any]) -> Iterator[ChangeEvent]:
+def _single(instance: CaptureInstance, names: list[str], row: Sequence[Any], shift_ms: int
+            ) -> Iterator[ChangeEvent]:
     if row[2] == 1:
-        yield _event(instance, names, "d", row, None, 1)
+        yield _event(instance, names, "d", row, None, 1, shift_ms)
     elif row[2] == 2:
-        yield _event(instance, names, "c", None, row, 1)
+        yield _event(instance, names, "c", None, row, 1, shift_ms)
     else:
         raise SourcePreconditionError(
             f"change table of {instance.capture_instance} has an update's old row (operation 3) at LSN "
@@ -190,12 +203,12 @@ def _values(names: list[str], row: Sequence[Any]) -> dict[str, object]:
 
 
 def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequence[Any] | None,
-           after: Sequence[Any] | None, serial: int) -> ChangeEvent:
+           after: Sequence[Any] | None, serial: int, shift_ms: int = 0) -> ChangeEvent:
     row = after if after is not None else before
     assert row is not None
     commit_lsn, change_lsn = lsn_int(row[0]), lsn_int(row[1])
     commit_time = row[4 + len(names)]
-    ts_ms = _epoch_ms(commit_time)
+    ts_ms = _epoch_ms(commit_time) - shift_ms
     # cdckit's ordering key: a primary-key update's create comes after the delete's tombstone (serial 1).
     ordering = 2 if op == "c" and serial == 2 else 0
     return ChangeEvent(

@@ -27,6 +27,9 @@ AGENT_RUNNING = (
     "FROM sys.dm_server_services dss WHERE dss.[servicename] LIKE N'SQL Server Agent (%'"
 )
 
+# Minutes east of UTC of the server clock: commit times from fn_cdc_map_lsn_to_time are local server time.
+SERVER_UTC_OFFSET = "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())"
+
 MAX_LSN = "SELECT {db}.sys.fn_cdc_get_max_lsn()"
 
 MIN_LSN = "SELECT {db}.sys.fn_cdc_get_min_lsn(?)"

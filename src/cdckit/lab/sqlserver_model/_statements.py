@@ -338,6 +338,14 @@ def _lock_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Se
     return Result([OutColumn(c.name, c) for _, c in info.columns], [])
 
 
+def _server_utc_offset(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """The model's clock is the machine's local time, as SQL Server's is the server's."""
+    import datetime as dt
+
+    offset = dt.datetime.now().astimezone().utcoffset() or dt.timedelta(0)
+    return Result([_out("", "int", 4, 10, nullable=True)], [(int(offset.total_seconds() // 60),)])
+
+
 def _set_isolation(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     s.isolation_level = g["_sql"].split(" LEVEL ", 1)[1]
     return Result(None, [])
@@ -351,6 +359,7 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("PRODUCT_VERSION", q.PRODUCT_VERSION, _product_version),
         ("DATABASE_CDC_ENABLED", q.DATABASE_CDC_ENABLED, _database_cdc_enabled),
         ("AGENT_RUNNING", q.AGENT_RUNNING, _agent_running),
+        ("SERVER_UTC_OFFSET", q.SERVER_UTC_OFFSET, _server_utc_offset),
         ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
         ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
         ("INCREMENT_LSN", q.INCREMENT_LSN.format(db=db), _increment_lsn),
