@@ -20,7 +20,13 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdckit.config import Config
-from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, check_database, databases
+from cdckit.dialect.sqlserver.catalog import (
+    CaptureInstance,
+    capture_instances,
+    check_database,
+    check_include_list,
+    databases,
+)
 from cdckit.dialect.sqlserver.changes import require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.snapshot import (
@@ -82,6 +88,7 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
         for instance in found:
             TableFormat(instance, settings)  # an unsupported column type is reported now, not in a Spark task
         instances.extend(found)
+    check_include_list(options, instances)
     return options, instances
 
 

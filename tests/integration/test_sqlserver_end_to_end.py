@@ -374,3 +374,24 @@ def test_purged_changes_can_resnapshot_the_table_instead(model: SqlServerModel, 
     assert {r["after"]["id"] for r in reads} == {0, 1, 2, 3, 4}
     assert {r["source"]["snapshot"] for r in reads} == {"incremental"}
     assert replay(config, TOPIC) == table_rows(model)
+
+
+def test_several_databases_in_one_job(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    model.create_database("salesDB")
+    model.enable_cdc("salesDB")
+    model.create_table("salesDB", "dbo", "invoices", [ModelColumn("id", "int", nullable=False),
+                                                      ModelColumn("email", "varchar", max_length=255)], ["id"])
+    model.enable_table("salesDB", "dbo", "invoices")
+    config = sqlserver_config(model, workdir, **{"database.names": "testDB,salesDB",
+                                                 "table.include.list": "dbo\\.customers,dbo\\.invoices"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "a"})
+    with model.transaction("salesDB") as tx:
+        tx.insert("dbo", "invoices", {"id": 7, "email": "b"})
+    run_stream(spark, config)
+    (customer,) = records(config, TOPIC)
+    (invoice,) = records(config, "server1.salesDB.dbo.invoices")
+    assert payload(customer["value"])["source"]["db"] == "testDB"
+    assert payload(invoice["value"])["source"]["db"] == "salesDB"
+    assert invoice["value"]["schema"]["name"] == "server1.salesDB.dbo.invoices.Envelope"

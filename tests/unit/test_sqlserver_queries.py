@@ -21,6 +21,8 @@ def rendered() -> dict[str, str]:
     statements["select_rows(bounded)"] = queries.select_rows(DB, "dbo", "customers", ["id", "email"], ["id"],
                                                              True, True)
     statements["select_rows(unbounded)"] = queries.select_rows(DB, "dbo", "customers", ["id"], ["id"], False, False)
+    statements["select_rows(additional-condition)"] = queries.select_rows(
+        DB, "dbo", "customers", ["id", "color"], ["id"], True, True, queries.check_condition("color = 'blue'"))
     statements["key_bounds"] = queries.key_bounds(DB, "dbo", "customers", "id")
     statements["lock_table"] = queries.lock_table(DB, "dbo", "customers")
     statements["read_signals"] = queries.read_signals(DB, "dbo.debezium_signal")
@@ -42,11 +44,21 @@ def test_statement_parses_as_tsql(name: str, sql: str) -> None:
         return
     parsed = sqlglot.parse_one(sql, read="tsql")
     assert not isinstance(parsed, exp.Command), f"{name} was not understood as a statement: {sql}"
-    assert "'" not in sql.replace("N'all update old'", "").replace("'ProductVersion'", "").replace(
-        "N'SQL Server Agent (%'", ""), f"{name} must bind values, not inline them"
+    constants = ("N'all update old'", "'ProductVersion'", "N'SQL Server Agent (%'")
+    unquoted = sql
+    for constant in constants:
+        unquoted = unquoted.replace(constant, "")
+    assert "additional-condition" in name or "'" not in unquoted, f"{name} must bind values, not inline them"
 
 
 def test_identifiers_are_quoted_and_escaped() -> None:
     sql = queries.changes_query(DB, "dbo_customers", ["we]ird"])
     assert "[we]]ird]" in sql and "[test]]DB]" in sql
     assert queries.quote_name("a]b") == "[a]]b]"
+
+
+def test_additional_condition_must_be_one_expression() -> None:
+    assert queries.check_condition("color = 'blue' AND size > 3") == "color = 'blue' AND size > 3"
+    for bad in ("1=1; DROP TABLE dbo.customers", "1=1 -- rest", "color = 'blue' /* x */", "(SELECT"):
+        with pytest.raises(ValueError):
+            queries.check_condition(bad)

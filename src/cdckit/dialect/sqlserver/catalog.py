@@ -85,23 +85,34 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
     for row in rows:  # ordered by create_date: the last one per table wins
         newest[(str(row[0]), str(row[1]))] = row
     include, exclude = _listed(options, "table.include.list"), _listed(options, "table.exclude.list")
+
+    def listed(patterns: list[str], schema: str, table: str) -> bool:
+        # Entries name schema.table, or database.schema.table when several databases are captured.
+        return _matches(patterns, f"{schema}.{table}") or _matches(patterns, f"{database}.{schema}.{table}")
+
     chosen = [row for (schema, table), row in newest.items()
-              if (not include or _matches(include, f"{schema}.{table}"))
-              and not (exclude and _matches(exclude, f"{schema}.{table}"))]
+              if (not include or listed(include, schema, table)) and not (exclude and listed(exclude, schema, table))]
     current = {f"{schema}.{table}".lower() for schema, table in newest}
     for name in previously_captured:
-        selected = (not include or _matches(include, name)) and not (exclude and _matches(exclude, name))
+        schema, _, table = name.partition(".")
+        selected = (not include or listed(include, schema, table)) and not (exclude and listed(exclude, schema, table))
         if selected and name.lower() not in current:
             raise SourcePreconditionError(
                 f"CDC was disabled for table {database}.{name}, which cdckit was capturing (it has no capture "
                 f"instance any more); re-enable it with sys.sp_cdc_enable_table (sql/sqlserver/"
                 f"03_enable_cdc_table.sql) and take a new snapshot of it, or remove it from table.include.list")
-    for entry in include:
-        if not any(re.fullmatch(entry, f"{r[0]}.{r[1]}", flags=re.IGNORECASE) for r in chosen):
-            raise TableNotFoundError(
-                f"table.include.list entry '{entry}' matches no CDC-enabled table in database {database!r}; "
-                f"enable CDC for it (sql/sqlserver/03_enable_cdc_table.sql) or fix the entry")
     return [_load(cursor, database, row, options) for row in chosen]
+
+
+def check_include_list(options: Mapping[str, str], instances: Sequence[CaptureInstance]) -> None:
+    """Every table.include.list entry must match a captured table in one of the databases."""
+    for entry in _listed(options, "table.include.list"):
+        if not any(_matches([entry], i.qualified_name) or _matches([entry], f"{i.database}.{i.qualified_name}")
+                   for i in instances):
+            raise TableNotFoundError(
+                f"table.include.list entry '{entry}' matches no CDC-enabled table in database.names "
+                f"({options.get('database.names', '')}); enable CDC for it (sql/sqlserver/03_enable_cdc_table.sql) "
+                f"or fix the entry")
 
 
 def _load(cursor: Any, database: str, row: Any, options: Mapping[str, str]) -> CaptureInstance:
