@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast test-docker lint bench clean venv
+.PHONY: demo test test-fast test-docker kafka lint bench clean venv
 
 venv: $(STAMP)
 
@@ -31,6 +31,9 @@ test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 
 test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (skips where no Docker engine runs)
 	$(BIN)/python -m pytest tests/docker -rs
+
+kafka: $(STAMP)  ## run a local Apache Kafka (KRaft) from its Maven Central jars; CDCKIT_KAFKA_PORT picks the port
+	$(BIN)/python -m cdckit.lab.kafka_broker .cdckit-kafka
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests jobs bench

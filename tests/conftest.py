@@ -31,7 +31,18 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def spark() -> object:
     from cdckit.spark.session import get_spark
 
-    return get_spark({"spark.sql.shuffle.partitions": "2"})
+    return get_spark({"spark.sql.shuffle.partitions": "2"}, kafka=True)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real single-node Kafka (KRaft) from its Maven Central artefacts."""
+    from cdckit.lab.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka") / "broker")
+    broker.start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +19,9 @@ from rich.console import Console
 
 from cdckit.config import Config, load_config
 from cdckit.config.properties import PROPERTIES
-from cdckit.errors import CdcKitError
+from cdckit.errors import CdcKitError, wrapped_message
 
 EXIT_USER_ERROR = 2
-_WRAPPED_ERROR = re.compile(r"cdckit\.[\w.]*?(\w+Error): (.+?)(?:\n\s*(?:at |\tat |JVM stacktrace|Traceback|$)|\Z)",
-                            re.DOTALL)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def explain_failure(exc: BaseException) -> str | None:
     """The cdckit error message inside a Spark/Py4J exception, if there is one."""
-    match = _WRAPPED_ERROR.search(str(exc))
-    return match.group(2).strip() if match else None
+    return wrapped_message(exc)
 
 
 def _load(args: argparse.Namespace) -> Config:
@@ -92,7 +88,7 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     from cdckit.spark.session import get_spark
 
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
-    spark = get_spark()
+    spark = get_spark(kafka=config.str("cdckit.sink") in ("kafka", "eventhubs"))
     if args.command == "snapshot":
         report = run_snapshot(spark, config, data=config.str("snapshot.mode") != "no_data")
         console.print(f"snapshot {report.status}: {report.rows} rows from {len(report.tables)} tables in "

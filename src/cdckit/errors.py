@@ -6,6 +6,17 @@ The command line prints ``CdcKitError`` messages without a traceback and exits w
 
 from __future__ import annotations
 
+import re
+
+_WRAPPED_ERROR = re.compile(
+    r"cdckit\.[\w.]*?(\w+Error): (.+?)(?:\n\s*(?:at |\tat |JVM stacktrace|Traceback|SQLSTATE|$)|\Z)", re.DOTALL)
+
+
+def wrapped_message(exc: BaseException) -> str | None:
+    """The cdckit error message inside a Spark / Py4J exception (raised in a task or a foreachBatch), if any."""
+    match = _WRAPPED_ERROR.search(str(exc))
+    return " ".join(match.group(2).split()) if match else None
+
 
 class CdcKitError(Exception):
     """Base class: a problem the user can fix, with a message that says how."""

@@ -37,7 +37,7 @@ from cdckit.dialect.postgres.replication import (
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 log = logging.getLogger("cdckit")
@@ -123,7 +123,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         rows: WriteSummary = {}
         if data:
             df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point)
-            rows = write_snapshot(df, config.str("cdckit.sink"), config.str("cdckit.output.path"))
+            rows = Sink(spark, options).snapshot(df)
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),

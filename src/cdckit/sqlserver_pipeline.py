@@ -41,7 +41,7 @@ from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
-from cdckit.spark.sinks import WriteSummary, write_snapshot
+from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
@@ -128,8 +128,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         read_options = {**options, PLAN_OPTION: json.dumps(plan),
                         DONE_OPTION: json.dumps([mark.get("chunk") for mark in _finished(chunks_dir)])}
         frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
-        for topic, count in write_snapshot(frame, config.str("cdckit.sink"), config.str("cdckit.output.path"),
-                                           controls_dir=str(chunks_dir)).items():
+        for topic, count in Sink(spark, options).snapshot(frame, controls_dir=str(chunks_dir)).items():
             rows[topic] = rows.get(topic, 0) + count
     watermarks = _finished(chunks_dir)
     report = SnapshotReport("completed" if plan or not data else "no_data", "", json.dumps(start), tables,
@@ -176,7 +175,7 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
     if not rows:
         return {}
     frame = spark.createDataFrame(rows, EVENT_SCHEMA)  # type: ignore[arg-type]
-    return write_snapshot(frame.coalesce(1), config.str("cdckit.sink"), config.str("cdckit.output.path"))
+    return Sink(spark, options).snapshot(frame.coalesce(1))
 
 
 def run_stream(spark: SparkSession, config: Config,

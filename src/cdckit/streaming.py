@@ -12,8 +12,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
+from cdckit.errors import CdcKitError, wrapped_message
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.sinks import WriteSummary, write_stream_batch
+from cdckit.spark.sinks import Sink, WriteSummary
 
 
 @dataclass
@@ -52,7 +53,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     Returns the stopped query (its ``lastProgress`` names the last committed batch and offsets).
     """
-    sink, output = config.str("cdckit.sink"), config.str("cdckit.output.path")
+    sink = Sink(spark, config.as_properties(include_secrets=True))
     totals: Counter[str] = Counter()
     enough = threading.Event()
     last_batch_id = [-1]
@@ -60,7 +61,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         controls: list[str] = []
-        summary = write_stream_batch(batch, batch_id, sink, output, controls)
+        summary = sink.batch(batch, batch_id, controls)
         if controls and on_controls is not None:
             on_controls(controls)
         totals.update(summary)
@@ -89,6 +90,11 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
+    except Exception as exc:
+        message = wrapped_message(exc)
+        if message is None:
+            raise
+        raise CdcKitError(f"the stream stopped: {message}") from None
     finally:
         report.events_per_topic = dict(sorted(totals.items()))
     return query

@@ -245,7 +245,7 @@ def validate(raw: Mapping[str, str]) -> Config:
                                 f"with --set {prop.name}=...")
             default = prop.default_for(connector_class) if prop.default_for else prop.default
             values[prop.name] = default
-    _check_combinations(values, problems)
+    _check_combinations(values, problems, passthrough)
     if problems:
         raise ConfigurationError(problems)
     return Config(values, passthrough)
@@ -287,7 +287,7 @@ def _parse(prop: Property, text: str, problems: list[str]) -> object:
     return text
 
 
-def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
+def _check_combinations(values: dict[str, object], problems: list[str], passthrough: dict[str, str]) -> None:
     for family in ("schema", "table", "column"):
         if values.get(f"{family}.include.list") and values.get(f"{family}.exclude.list"):
             problems.append(f"{family}.include.list and {family}.exclude.list are mutually exclusive; keep one")
@@ -316,6 +316,19 @@ def _check_combinations(values: dict[str, object], problems: list[str]) -> None:
             and not values.get("database.dbname"):
         problems.append("database.dbname is required (database to capture); set it in the configuration file or "
                         "with --set database.dbname=...")
+    if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
+        problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
+    if values.get("cdckit.sink") == "eventhubs":
+        if not values.get("cdckit.eventhubs.namespace"):
+            problems.append("cdckit.eventhubs.namespace is required for cdckit.sink=eventhubs")
+        if values.get("cdckit.eventhubs.auth") == "connection-string" \
+                and not values.get("cdckit.eventhubs.connection.string"):
+            problems.append("cdckit.eventhubs.connection.string is required with cdckit.eventhubs.auth="
+                            "connection-string; use ${env:NAME} to keep it out of files")
+        if values.get("cdckit.eventhubs.tier") == "basic" \
+                and "compact" in str(values.get("topic.creation.default.cleanup.policy") or ""):
+            problems.append("topic.creation.default.cleanup.policy=compact is not available on the Event Hubs basic "
+                            "tier; remove it or use the standard tier or higher")
     if values.get("plugin.name") == "yboutput" and values.get("connector.class") != YUGABYTEDB_CONNECTOR:
         problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
                         "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")

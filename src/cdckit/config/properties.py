@@ -123,7 +123,25 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.qlik.encoding", "choice", "json", "Qlik message encoding", choices=("json", "avro")),
     Property("cdckit.qlik.task", "string", "", "Qlik lineage.task (default: the connector name)"),
     Property("cdckit.qlik.server", "string", "", "Qlik lineage.server (default: topic.prefix)"),
-    Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console")),
+    Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console", "kafka",
+                                                                        "eventhubs")),
+    Property("topic.creation.enable", "bool", True, "create missing topics (else they must exist)"),
+    Property("topic.creation.default.partitions", "int", -1, "partitions of created topics (-1: broker default)"),
+    Property("topic.creation.default.replication.factor", "int", -1, "replication factor of created topics "
+             "(-1: broker default)"),
+    Property("topic.creation.default.cleanup.policy", "string", "", "cleanup.policy of created topics (e.g. "
+             "compact)"),
+    Property("cdckit.kafka.max.message.bytes", "int", 0, "largest record sent (0: no check; Event Hubs: the "
+             "tier's limit)", minimum=0),
+    Property("cdckit.kafka.oversize.handling", "choice", "fail", "a larger record: fail the batch, or write it to "
+             "<output>/_dead-letter", choices=("fail", "dead-letter")),
+    Property("cdckit.eventhubs.namespace", "string", "", "Event Hubs namespace (<namespace>.servicebus.windows.net)"),
+    Property("cdckit.eventhubs.connection.string", "password", None, "Event Hubs connection string (SAS)"),
+    Property("cdckit.eventhubs.auth", "choice", "connection-string", "Event Hubs authentication (oauthbearer: "
+             "set kafka.sasl.jaas.config and kafka.sasl.login.callback.handler.class)",
+             choices=("connection-string", "oauthbearer")),
+    Property("cdckit.eventhubs.tier", "choice", "standard", "Event Hubs tier (limits: basic 256 KB events and no "
+             "compaction; others 1 MB)", choices=("basic", "standard", "premium", "dedicated")),
     Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
     Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",
              "folder for the stream's Spark checkpoint and the snapshot's state"),

@@ -18,8 +18,12 @@ from cdckit.spark.sqlserver_stream import SqlServerChangeDataSource
 DEFAULT_LOCAL_MASTER = "local[2]"
 
 
-def get_spark(extra_conf: Mapping[str, str] | None = None) -> SparkSession:
-    """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered."""
+def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) -> SparkSession:
+    """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered.
+
+    ``kafka`` puts Spark's Kafka connector on a local session's class path (fetched once from Maven Central);
+    with spark-submit, pass it yourself (``--jars`` or ``--packages``).
+    """
     # Spark's Python workers must use this interpreter (and so this virtualenv's packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -29,6 +33,10 @@ def get_spark(extra_conf: Mapping[str, str] | None = None) -> SparkSession:
         builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
         builder = builder.config("spark.sql.shuffle.partitions", "4")
         builder = builder.config("spark.ui.enabled", "false")
+        if kafka:
+            from cdckit.artifacts import spark_kafka_jars
+
+            builder = builder.config("spark.jars", ",".join(str(jar) for jar in spark_kafka_jars()))
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = builder.config("spark.ui.showConsoleProgress", "false")

@@ -163,3 +163,45 @@ def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
         with path.open("rb") as handle:
             for line in handle:
                 yield orjson.loads(line)
+
+
+def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
+    """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``."""
+    writer = _file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True)
+    return _summarize(df.rdd.mapPartitions(writer).collect())
+
+
+class Sink:
+    """Where a job's records go: ``files``, ``console``, ``kafka`` or ``eventhubs`` (``cdckit.sink``)."""
+
+    def __init__(self, spark: Any, options: dict[str, str]) -> None:
+        self.kind = options.get("cdckit.sink", "files")
+        self.options = options
+        self.output = options.get("cdckit.output.path", "cdckit-output")
+        self._topics: Any = None
+        if self.kind in ("kafka", "eventhubs"):
+            from cdckit.spark.kafka_sink import TopicManager, kafka_options
+
+            kafka_options(options)  # configuration problems surface before any data is read
+            self._topics = TopicManager(spark, options)
+
+    def snapshot(self, df: DataFrame, controls: list[str] | None = None,
+                 controls_dir: str | None = None) -> WriteSummary:
+        if self._topics is None:
+            return write_snapshot(df, self.kind, self.output, controls, controls_dir)
+        from cdckit.spark.kafka_sink import write_kafka
+
+        found: list[str] = []
+        summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found)
+        if controls_dir:
+            _persist_controls(controls_dir, found)  # only after the records are in Kafka
+        if controls is not None:
+            controls.extend(found)
+        return summary
+
+    def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None) -> WriteSummary:
+        if self._topics is None:
+            return write_stream_batch(df, batch_id, self.kind, self.output, controls)
+        from cdckit.spark.kafka_sink import write_kafka
+
+        return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls)

@@ -1,0 +1,155 @@
+"""A single-node Apache Kafka broker in KRaft mode, run with ``java`` from its Maven Central artefacts.
+
+For the tests and the local lab: no Docker, no download of a Kafka distribution. The jars are fetched once into
+the cache folder (``$CDCKIT_CACHE``, default ``~/.cache/cdckit``).
+
+Example::
+
+    with KafkaBroker(Path("/tmp/kafka")) as broker:
+        print(broker.bootstrap_servers)
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+from cdckit.artifacts import fetch
+from cdckit.lab.embedded_postgres import free_port
+
+KAFKA_VERSION = "4.1.1"
+
+
+def kafka_jars() -> list[Path]:
+    return fetch(f"kafka-broker-{KAFKA_VERSION}", [("org.apache.kafka", "kafka_2.13", KAFKA_VERSION, ()),
+                                                   ("org.slf4j", "slf4j-reload4j", "1.7.36", ())])
+
+
+class KafkaBroker:
+    def __init__(self, base_dir: Path, port: int | None = None) -> None:
+        self.base_dir = base_dir.resolve()
+        self.port = port or free_port()
+        self.controller_port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _java(self) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError("a Java runtime (17+) is needed to run Kafka; install one")
+        classpath = os.pathsep.join(str(jar) for jar in kafka_jars())
+        return [java, "-Xms256m", "-Xmx512m", "-cp", classpath]
+
+    def _configure(self) -> Path:
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        properties = self.base_dir / "server.properties"
+        properties.write_text("\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.bootstrap.servers=127.0.0.1:{self.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT", f"log.dirs={self.base_dir / 'data'}",
+            "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0", "num.partitions=1",
+            "auto.create.topics.enable=false", "",
+        ]))
+        (self.base_dir / "log4j.properties").write_text("log4j.rootLogger=WARN, file\n"
+                                                        "log4j.appender.file=org.apache.log4j.FileAppender\n"
+                                                        f"log4j.appender.file.File={self.base_dir / 'kafka.log'}\n"
+                                                        "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                                                        "log4j.appender.file.layout.ConversionPattern=%d %p %c: %m%n\n")
+        return properties
+
+    def start(self, timeout_s: float = 90.0) -> KafkaBroker:
+        properties = self._configure()
+        if not (self.base_dir / "data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run([*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                            str(properties), "--standalone"], check=True, capture_output=True)
+        log = (self.base_dir / "stdout.log").open("ab")
+        self.process = subprocess.Popen(
+            [*self._java(), f"-Dlog4j.configuration=file:{self.base_dir / 'log4j.properties'}", "kafka.Kafka",
+             str(properties)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait(timeout_s)
+        return self
+
+    def _wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"Kafka exited with {self.process.returncode}; see {self.base_dir}/stdout.log")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+                if self._answers():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"Kafka did not answer on {self.bootstrap_servers} within {timeout_s:.0f}s")
+
+    def _answers(self) -> bool:
+        try:
+            from confluent_kafka.admin import AdminClient
+        except ImportError:
+            return True  # the port is open; without a client the metadata check is skipped
+        try:
+            metadata = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=3)
+        except Exception:
+            return False
+        return bool(metadata.brokers)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """``python -m cdckit.lab.kafka_broker [folder]``: run a broker in the foreground until Ctrl-C."""
+    import sys
+
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else ".cdckit-kafka")
+    broker = KafkaBroker(folder, port=int(os.environ.get("CDCKIT_KAFKA_PORT", "0")) or None).start()
+    print(f"Kafka {KAFKA_VERSION} (KRaft) on {broker.bootstrap_servers}; data in {folder}; Ctrl-C stops it",
+          flush=True)
+    try:
+        while broker.process is not None and broker.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()

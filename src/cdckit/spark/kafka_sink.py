@@ -1,0 +1,212 @@
+"""Delivery to Kafka (and Azure Event Hubs' Kafka endpoint) through Spark's own Kafka sink.
+
+Per batch: records are repartitioned by (topic, key) and sorted by position, so every record of a key is
+produced by one task, in order, to the key's partition; the producer is idempotent (``acks=all``). Topics are
+created on first use (``topic.creation.*``) or must exist. Producer settings pass through with the ``kafka.``
+prefix. Delivery is at least once: after a failure the last batch is sent again with the same positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdckit.errors import CdcKitError, ConfigurationError
+from cdckit.spark.sinks import POSITION_ORDER, WriteSummary
+
+EVENTHUBS_PORT = 9093
+# Event Hubs' largest event per tier (bytes), and whether the tier allows compacted topics.
+EVENTHUBS_TIERS = {"basic": (256 * 1024, False), "standard": (1024 * 1024, True), "premium": (1024 * 1024, True),
+                   "dedicated": (1024 * 1024, True)}
+_PRODUCER_DEFAULTS = {"kafka.enable.idempotence": "true", "kafka.acks": "all",
+                      "kafka.max.in.flight.requests.per.connection": "5"}
+
+
+class DeliveryError(CdcKitError):
+    """Records could not be delivered (broker unreachable, record too large, topic missing)."""
+
+
+def kafka_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options of Spark's Kafka sink, with the Event Hubs profile applied when chosen."""
+    out = dict(_PRODUCER_DEFAULTS)
+    if options.get("cdckit.sink") == "eventhubs":
+        namespace = options.get("cdckit.eventhubs.namespace", "")
+        if not namespace:
+            raise ConfigurationError(["cdckit.eventhubs.namespace is required for cdckit.sink=eventhubs (the "
+                                      "namespace name, as in <namespace>.servicebus.windows.net)"])
+        out["kafka.bootstrap.servers"] = f"{namespace}.servicebus.windows.net:{EVENTHUBS_PORT}"
+        out["kafka.security.protocol"] = "SASL_SSL"
+        if options.get("cdckit.eventhubs.auth", "connection-string") == "connection-string":
+            secret = options.get("cdckit.eventhubs.connection.string", "")
+            if not secret:
+                raise ConfigurationError(["cdckit.eventhubs.connection.string is required with "
+                                          "cdckit.eventhubs.auth=connection-string; use ${env:NAME} to keep it "
+                                          "out of files"])
+            out["kafka.sasl.mechanism"] = "PLAIN"
+            escaped = secret.replace("\\", "\\\\").replace('"', '\\"')
+            out["kafka.sasl.jaas.config"] = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                             f'username="$ConnectionString" password="{escaped}";')
+        else:
+            out["kafka.sasl.mechanism"] = "OAUTHBEARER"
+    out.update({key: value for key, value in options.items() if key.startswith("kafka.")})
+    if not out.get("kafka.bootstrap.servers"):
+        raise ConfigurationError(["kafka.bootstrap.servers is required for cdckit.sink=kafka"])
+    return out
+
+
+def max_message_bytes(options: Mapping[str, str]) -> int:
+    configured = int(options.get("cdckit.kafka.max.message.bytes", "0") or 0)
+    if configured:
+        return configured
+    if options.get("cdckit.sink") == "eventhubs":
+        return EVENTHUBS_TIERS[options.get("cdckit.eventhubs.tier", "standard")][0]
+    return 0
+
+
+def check_topic_settings(options: Mapping[str, str]) -> list[str]:
+    problems = []
+    tier = options.get("cdckit.eventhubs.tier", "standard")
+    if options.get("cdckit.sink") == "eventhubs" and not EVENTHUBS_TIERS[tier][1] \
+            and "compact" in options.get("topic.creation.default.cleanup.policy", ""):
+        problems.append(f"topic.creation.default.cleanup.policy=compact is not available on the Event Hubs {tier} "
+                        f"tier; remove it or use the standard tier or higher")
+    return problems
+
+
+class TopicManager:
+    """Creates missing topics through Kafka's Java AdminClient (same security settings as the producer)."""
+
+    def __init__(self, spark: SparkSession, options: Mapping[str, str]) -> None:
+        self.spark = spark
+        self.options = options
+        self.known: dict[str, int] = {}
+
+    def ensure(self, topics: list[str]) -> dict[str, int]:
+        """Create the missing topics; returns every topic's partition count."""
+        missing = [t for t in topics if t not in self.known]
+        if not missing:
+            return {t: self.known[t] for t in topics}
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        properties = jvm.java.util.Properties()
+        for key, value in kafka_options(self.options).items():
+            properties.setProperty(key[len("kafka."):], value)
+        admin = jvm.org.apache.kafka.clients.admin.Admin.create(properties)
+        try:
+            existing = set(admin.listTopics().names().get(30, jvm.java.util.concurrent.TimeUnit.SECONDS))
+            absent = [t for t in missing if t not in existing]
+            if absent and self.options.get("topic.creation.enable", "true").lower() != "true":
+                raise DeliveryError(f"topics {', '.join(absent)} do not exist and topic.creation.enable=false; "
+                                    f"create them or enable topic creation")
+            if absent:
+                self._create(jvm, admin, absent)
+            described = admin.describeTopics(jvm.java.util.ArrayList(missing)).allTopicNames().get(
+                30, jvm.java.util.concurrent.TimeUnit.SECONDS)
+            for topic in missing:
+                self.known[topic] = int(described.get(topic).partitions().size())
+        except DeliveryError:
+            raise
+        except Exception as exc:
+            raise DeliveryError(f"cannot reach Kafka at {kafka_options(self.options)['kafka.bootstrap.servers']} "
+                                f"to check topics ({_first_line(exc)}); check kafka.bootstrap.servers and the "
+                                f"security settings") from None
+        finally:
+            admin.close()
+        return {t: self.known[t] for t in topics}
+
+    def _create(self, jvm: Any, admin: Any, topics: list[str]) -> None:
+        partitions = int(self.options.get("topic.creation.default.partitions", "-1"))
+        replication = int(self.options.get("topic.creation.default.replication.factor", "-1"))
+        configs = jvm.java.util.HashMap()
+        policy = self.options.get("topic.creation.default.cleanup.policy", "")
+        if policy:
+            configs.put("cleanup.policy", policy)
+        new_topics = jvm.java.util.ArrayList()
+        optional = jvm.java.util.Optional
+        for topic in topics:
+            spec = jvm.org.apache.kafka.clients.admin.NewTopic(
+                topic, optional.of(jvm.java.lang.Integer(partitions)) if partitions > 0 else optional.empty(),
+                optional.of(jvm.java.lang.Short(str(replication))) if replication > 0 else optional.empty())
+            new_topics.add(spec.configs(configs))
+        try:
+            admin.createTopics(new_topics).all().get(60, jvm.java.util.concurrent.TimeUnit.SECONDS)
+        except Exception as exc:
+            if "TopicExistsException" not in str(exc):
+                raise
+
+
+def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
+                label: str, controls: list[str] | None = None) -> WriteSummary:
+    """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is cached so the source
+    is read once although counts, control rows and the write each pass over it."""
+    cached = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        is_control = F.col("op").startswith("_")
+        if controls is not None:
+            controls.extend(row["value"] for row in cached.filter(is_control).select("value").collect())
+        records = cached.filter(~is_control).withColumn(
+            "_value", F.coalesce(F.col("value").cast("binary"), F.col("value_binary")))
+        limit = max_message_bytes(options)
+        if limit:
+            records = _oversize(records, limit, options, output, label)
+        summary = {row["topic"]: int(row["count"]) for row in records.groupBy("topic").count().collect()}
+        if not summary:
+            return {}
+        partitions = topics.ensure(sorted(summary))
+        # Announcements (Qlik metadata messages) go first, to every partition, so each partition's consumer
+        # meets a table's structure before its data; then the records, every key's in position order.
+        announce = F.col("op") == "qlik-metadata"
+        announcements = records.filter(announce)
+        if announcements.take(1):
+            spread = announcements.withColumn("partition", F.explode(F.sequence(
+                F.lit(0), F.element_at(F.create_map(*[F.lit(x) for pair in partitions.items() for x in pair]),
+                                       F.col("topic")) - 1)))
+            _save(spread.select("topic", "key", F.col("_value").alias("value"), "headers", "partition"), options)
+        ordered = records.filter(~announce).repartition("topic", "key").sortWithinPartitions(*POSITION_ORDER)
+        _save(ordered.select("topic", "key", F.col("_value").alias("value"), "headers"), options)
+        return dict(sorted(summary.items()))
+    finally:
+        cached.unpersist()
+
+
+def _save(frame: DataFrame, options: Mapping[str, str]) -> None:
+    try:
+        frame.write.format("kafka").options(**kafka_options(options)).save()
+    except Exception as exc:
+        raise DeliveryError(f"delivering to Kafka at {kafka_options(options)['kafka.bootstrap.servers']} failed "
+                            f"({_first_line(exc)}); the batch is delivered again when the job restarts from its "
+                            f"checkpoint") from None
+
+
+def _oversize(records: DataFrame, limit: int, options: Mapping[str, str], output: str, label: str) -> DataFrame:
+    size = F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("_value"), F.lit(0))
+    measured = records.withColumn("_size", size)
+    offenders = measured.filter(F.col("_size") > limit)
+    found = offenders.select("topic", "key", "_size").limit(3).collect()
+    if not found:
+        return records
+    if options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter":
+        from cdckit.spark.sinks import write_dead_letters
+
+        write_dead_letters(offenders.drop("_size", "_value"), output, label)
+        return measured.filter(F.col("_size") <= limit).drop("_size")
+    first = found[0]
+    raise DeliveryError(
+        f"a record of {first['_size']} bytes for topic {first['topic']} (key {str(first['key'])[:200]}) exceeds the "
+        f"{limit}-byte limit of the target; nothing of this batch was sent. Set "
+        f"cdckit.kafka.oversize.handling=dead-letter to write such records to {output}/_dead-letter instead, or "
+        f"exclude or truncate the large columns (column.exclude.list, column.truncate.to.N.chars)")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of a (Java) exception that names its cause, without stack frames."""
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip(" :\t")
+        if ("Exception" in line or "Error" in line) and not line.startswith("at "):
+            return line[:300]
+    return text.splitlines()[0][:300] if text else type(exc).__name__

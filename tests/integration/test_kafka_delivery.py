@@ -1,0 +1,211 @@
+"""PostgreSQL -> stream job -> a real Apache Kafka broker (KRaft, from Maven Central), with Spark's Kafka sink."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import execute, fetch, make_config, payload
+from kafka_helpers import consume, end_offsets, partition_count
+
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+TOPIC = "it.public.accounts"
+
+
+def _kafka_config(postgres: Any, database: str, workdir: Path, bootstrap: str, **overrides: str) -> Any:
+    return make_config(postgres, database, workdir, **{
+        "topic.prefix": "it", "cdckit.sink": "kafka", "kafka.bootstrap.servers": bootstrap,
+        "topic.creation.default.partitions": "3", "kafka.delivery.timeout.ms": "20000",
+        "kafka.request.timeout.ms": "5000", **overrides})
+
+
+def _source(dsn: str) -> dict[Any, dict[str, Any]]:
+    return {row[0]: {"id": row[0], "owner": row[1], "balance": row[2]}
+            for row in fetch(dsn, "SELECT id, owner, balance FROM public.accounts")}
+
+
+def _workload(dsn: str, start: int, count: int) -> None:
+    statements = []
+    for i in range(start, start + count):
+        statements.append(f"INSERT INTO public.accounts VALUES ({i}, 'o{i}', {i})")
+        if i % 3 == 0:
+            statements.append(f"UPDATE public.accounts SET balance = balance + 1 WHERE id = {i}")
+        if i % 7 == 0:
+            statements.append(f"DELETE FROM public.accounts WHERE id = {i}")
+        if i % 11 == 0:
+            statements.append(f"UPDATE public.accounts SET id = {i + 100000} WHERE id = {i}")
+    execute(dsn, *statements)
+
+
+def _position(value: dict[str, Any]) -> tuple[int, int, int]:
+    source = value["source"]
+    snapshot = source["snapshot"] != "false"
+    return (0 if snapshot else 1, source["lsn"], {"d": 0, "c": 2}.get(value["op"], 1))
+
+
+def _replay_deduplicated(records: list[dict[str, Any]]) -> tuple[dict[Any, dict[str, Any]], int]:
+    """Apply records per key in partition order, dropping replays by position; returns (state, replays)."""
+    state: dict[Any, dict[str, Any]] = {}
+    last: dict[Any, tuple[int, int, int]] = {}
+    replays = 0
+    for record in records:
+        value = payload(record["value"]) if record["value"] is not None else None
+        key = payload(record["key"])["id"]
+        if value is None:
+            continue
+        position = _position(value)
+        if key in last and position <= last[key]:
+            replays += 1  # an event this consumer has already applied
+            continue
+        last[key] = position
+        if value["op"] == "d":
+            state.pop(key, None)
+        else:
+            state[key] = value["after"]
+    return state, replays
+
+
+def test_events_reach_kafka_per_key_in_order_with_tombstones(postgres: Any, spark: Any, kafka: Any, database: str,
+                                                             workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)",
+            "INSERT INTO public.accounts SELECT g, 'seed' || g, g FROM generate_series(1, 50) g")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers, **{"max.batch.size": "40"})
+    run_snapshot(spark, config)
+    _workload(dsn, 51, 120)
+    stream = run_stream(spark, config)
+    assert stream.batches >= 3
+    records = consume(kafka.bootstrap_servers, TOPIC)
+    assert partition_count(kafka.bootstrap_servers, TOPIC) == 3
+    assert len(records) == end_offsets(kafka.bootstrap_servers, TOPIC) == sum(stream.events_per_topic.values()) + 50
+    first = records[0]
+    assert first["key"]["schema"]["name"] == "it.public.accounts.Key"
+    assert first["value"]["schema"]["name"] == "it.public.accounts.Envelope"
+    by_key: dict[Any, list[dict[str, Any]]] = {}
+    for record in records:
+        by_key.setdefault(payload(record["key"])["id"], []).append(record)
+    for key, items in by_key.items():
+        assert len({r["partition"] for r in items}) == 1, f"key {key} spans partitions"
+        positions = [_position(payload(r["value"])) for r in items if r["value"] is not None]
+        assert positions == sorted(positions), f"events of key {key} are out of order"
+        for earlier, later in itertools.pairwise(items):
+            if earlier["value"] is not None and payload(earlier["value"])["op"] == "d":
+                assert later["value"] is None, f"the delete of key {key} is not followed by its tombstone"
+    state, replays = _replay_deduplicated(records)
+    assert replays == 0
+    assert state == _source(dsn)
+
+
+def test_killed_job_replays_at_least_once_and_consumers_drop_replays(postgres: Any, spark: Any, kafka: Any,
+                                                                      database: str, workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers,
+                           **{"topic.prefix": "killed", "max.batch.size": "100"})
+    run_snapshot(spark, config)
+    _workload(dsn, 1, 1500)
+    properties = config.as_properties(include_secrets=True)
+    properties.update({"cdckit.trigger": "processing-time", "cdckit.trigger.interval": "200 milliseconds"})
+    config_file = workdir / "connector.json"
+    config_file.write_text(json.dumps({"name": "killed", "config": properties}))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    process = subprocess.Popen([sys.executable, "-m", "cdckit", "stream", str(config_file)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    topic = "killed.public.accounts"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                if end_offsets(kafka.bootstrap_servers, topic) > 300:
+                    break
+            except Exception:  # the topic does not exist yet
+                continue
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    run_stream(spark, config)
+    state, _replays = _replay_deduplicated(consume(kafka.bootstrap_servers, topic))
+    assert state == _source(dsn)
+
+
+def test_broker_restart_fails_clearly_and_a_restart_delivers_everything(postgres: Any, spark: Any, database: str,
+                                                                       workdir: Path) -> None:
+    from cdckit.errors import CdcKitError
+    from cdckit.lab.kafka_broker import KafkaBroker
+
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)")
+    broker = KafkaBroker(workdir / "own-broker").start()
+    try:
+        config = _kafka_config(postgres, database, workdir, broker.bootstrap_servers,
+                               **{"topic.prefix": "restart", "kafka.delivery.timeout.ms": "8000",
+                                  "kafka.request.timeout.ms": "3000", "kafka.max.block.ms": "8000"})
+        run_snapshot(spark, config)
+        _workload(dsn, 1, 60)
+        broker.stop()
+        with pytest.raises(CdcKitError, match=r"Kafka at 127\.0\.0\.1:\d+"):
+            run_stream(spark, config)
+        broker.start()
+        run_stream(spark, config)
+        state, _ = _replay_deduplicated(consume(broker.bootstrap_servers, "restart.public.accounts"))
+        assert state == _source(dsn)
+    finally:
+        broker.stop()
+
+
+def test_qlik_messages_over_kafka_announce_each_table_first(postgres: Any, spark: Any, kafka: Any, database: str,
+                                                            workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)",
+            "INSERT INTO public.accounts VALUES (1, 'a', 1)")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers,
+                           **{"topic.prefix": "qlik", "cdckit.message.format": "qlik"})
+    run_snapshot(spark, config)
+    execute(dsn, "INSERT INTO public.accounts VALUES (2, 'b', 2)", "UPDATE public.accounts SET balance = 5")
+    run_stream(spark, config)
+    records = consume(kafka.bootstrap_servers, "qlik.public.accounts")
+    kinds = ["metadata" if "lineage" in r["value"] else r["value"]["headers"]["operation"] for r in records]
+    assert kinds.count("REFRESH") == 1 and kinds.count("INSERT") == 1 and kinds.count("UPDATE") == 2
+    for partition in {r["partition"] for r in records}:
+        in_partition = [k for r, k in zip(records, kinds, strict=True) if r["partition"] == partition]
+        assert in_partition[0] == "metadata", f"partition {partition} starts with data, not the table's metadata"
+
+
+def test_record_larger_than_the_limit_fails_or_goes_to_dead_letters(postgres: Any, spark: Any, kafka: Any,
+                                                                    database: str, workdir: Path) -> None:
+    from cdckit.errors import CdcKitError
+
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.docs (id integer PRIMARY KEY, body text)",
+            "INSERT INTO public.docs VALUES (1, 'small'), (2, repeat('x', 5000))")
+    strict = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers,
+                           **{"topic.prefix": "big", "cdckit.kafka.max.message.bytes": "3000"})
+    with pytest.raises(CdcKitError, match="exceeds the 3000-byte limit"):
+        run_snapshot(spark, strict)
+    assert "big.public.docs" not in {t for t in _topics(kafka.bootstrap_servers)}
+    lenient = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers,
+                            **{"topic.prefix": "big", "cdckit.kafka.max.message.bytes": "3000",
+                               "cdckit.kafka.oversize.handling": "dead-letter", "slot.name": f"slot2_{database}",
+                               "cdckit.checkpoint.location": str(workdir / "checkpoint2")})
+    run_snapshot(spark, lenient)
+    delivered = consume(kafka.bootstrap_servers, "big.public.docs")
+    assert [payload(r["key"])["id"] for r in delivered] == [1]
+    dead = list((workdir / "out" / "_dead-letter" / "big.public.docs").glob("*.jsonl"))
+    assert dead and '"id":2' in dead[0].read_text()
+
+
+def _topics(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
