@@ -46,11 +46,14 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 @pytest.fixture
-def database(postgres: object) -> str:
-    """A fresh database for one test."""
+def database(postgres: object) -> Iterator[str]:
+    """A fresh database for one test; its replication slots are dropped afterwards (they would hold WAL)."""
     name = f"t{os.getpid()}_{next(_counter)}"
     postgres.create_database(name)  # type: ignore[attr-defined]
-    return name
+    yield name
+    postgres.execute(  # type: ignore[attr-defined]
+        f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '{name}' "
+        f"AND NOT active")
 
 
 @pytest.fixture

@@ -200,8 +200,8 @@ class EmbeddedPostgres:
         conf = self.data_dir / "postgresql.auto.conf"
         settings = {
             "wal_level": self.wal_level,
-            "max_replication_slots": "20",
-            "max_wal_senders": "20",
+            "max_replication_slots": "50",
+            "max_wal_senders": "50",
             "fsync": "off",
             "full_page_writes": "off",
             "max_connections": "100",

@@ -114,6 +114,11 @@ def create_slot_exporting_snapshot(options: Mapping[str, str]) -> ExportedSlot:
         if "already exists" in detail:
             raise ReplicationSlotError(f"replication slot '{slot_name}' already exists; another connector may "
                                        f"own it: choose another slot.name") from None
+        if "all replication slots are in use" in detail:
+            raise ReplicationSlotError(
+                f"cannot create replication slot '{slot_name}': all of the server's max_replication_slots are in "
+                f"use; drop slots nothing reads any more (SELECT slot_name, active FROM pg_replication_slots) or "
+                f"raise max_replication_slots and restart PostgreSQL") from None
         if "permission denied" in detail or "must be superuser or replication role" in detail:
             raise SourcePreconditionError(
                 f"user {options.get('database.user')!r} may not create replication slots ({detail}); "
