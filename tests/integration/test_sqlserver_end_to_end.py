@@ -395,3 +395,27 @@ def test_several_databases_in_one_job(model: SqlServerModel, spark: Any, workdir
     assert payload(customer["value"])["source"]["db"] == "testDB"
     assert payload(invoice["value"])["source"]["db"] == "salesDB"
     assert invoice["value"]["schema"]["name"] == "server1.salesDB.dbo.invoices.Envelope"
+
+
+def test_second_capture_instance_takes_over_at_its_start_lsn(model: SqlServerModel, spark: Any,
+                                                             workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "before"})
+    model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("tier", "int"))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "missed-by-the-old-instance", "tier": 1})
+    model.enable_table("testDB", "dbo", "customers", capture_instance="dbo_customers_v2")
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 3, "email": "after", "tier": 7})
+        tx.update("dbo", "customers", {"id": 1}, {"tier": 2})
+    run_stream(spark, config)
+    events = [payload(r["value"]) for r in records(config, TOPIC) if r["value"]]
+    assert [(e["op"], (e["after"] or {}).get("id")) for e in events] == [("c", 1), ("c", 2), ("c", 3), ("u", 1)]
+    assert "tier" not in events[0]["after"] and "tier" not in events[1]["after"]  # read from the old instance
+    assert events[2]["after"] == {"id": 3, "email": "after", "tier": 7}  # the new instance from its start LSN
+    assert events[3]["after"]["tier"] == 2
+    (alter,) = [payload(r["value"]) for r in records(config, "server1") if
+                payload(r["value"])["tableChanges"][0]["type"] == "ALTER"]
+    assert [c["name"] for c in alter["tableChanges"][0]["table"]["columns"]] == ["id", "email", "tier"]

@@ -173,10 +173,22 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
             instances = tuple(i for i in capture_instances(cursor, database, self.options, previously)
                               if signal is None or i.capture_instance != signal.capture_instance)
             purged = self._purged(cursor, instances, begin.get(database, 0))
-            groups = [instances] if together else [(instance,) for instance in instances]
-            partitions.extend(ChangeRangePartition(database, group, begin.get(database, 0), finish[database],
-                                                   watermarks, frozenset(i.capture_instance for i in purged))
+            resnapshot = frozenset(i.capture_instance for i in purged)
+            low, high = begin.get(database, 0), finish[database]
+            rotating = [i for i in instances if i.previous is not None]
+            steady = tuple(i for i in instances if i.previous is None)
+            groups = [steady] if together else [(instance,) for instance in steady]
+            partitions.extend(ChangeRangePartition(database, group, low, high, watermarks, resnapshot)
                               for group in groups if group)
+            for instance in rotating:  # the old instance before the switch, the new one from it
+                assert instance.previous is not None
+                switch = instance.start_lsn
+                if low < switch - 1:
+                    partitions.append(ChangeRangePartition(database, (instance.previous,), low,
+                                                           min(high, switch - 1), watermarks, resnapshot))
+                if high >= switch:
+                    partitions.append(ChangeRangePartition(database, (instance,), max(low, switch - 1), high,
+                                                           watermarks, resnapshot))
             chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
             for instance in purged:
                 log.warning("changes of %s.%s were purged before cdckit read them: taking a new snapshot of the "
@@ -271,6 +283,10 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
                                             offset_minutes))
             events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
                 streams[0] if streams else iter(()))
+            for instance in partition.instances:
+                if instance.previous is not None and partition.start < instance.start_lsn <= partition.end \
+                        and option_bool(options, "include.schema.changes", True):
+                    yield alter_record(options, instance)
             previous_commit: int | None = None
             previous_ts = 0
             for event in events:
@@ -289,3 +305,25 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
 def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:
     """The end of a transaction (all its rows share the commit LSN), after its last event."""
     return ChangeEvent("", "", "txend", None, None, Position(commit_lsn, commit_lsn, 9), ts_ms)
+
+
+def alter_record(options: dict[str, str], instance: CaptureInstance) -> EventRow:
+    """The ALTER schema change record of a table whose new capture instance takes over at its start LSN."""
+    from cdckit.formats.debezium import schema_change
+    from cdckit.formats.debezium.envelope import dumps, source_block
+
+    settings = format_settings(options)
+    source = source_block(settings)
+    change = schema_change.TableChange(
+        "ALTER", instance.database, instance.schema, instance.name, instance.key_columns,
+        tuple(schema_change.describe_sqlserver_columns(instance.columns, instance.identity_columns)))
+    lsn = instance.start_lsn
+    event = ChangeEvent(instance.schema, instance.name, "u", None, None, Position(lsn, lsn, -3), now_ms(),
+                        database=instance.database)
+    key, value = schema_change.schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
+    key_doc = {"schema": schema_change.key_schema("sqlserver"), "payload": key} if settings.key_schemas_enable \
+        else key
+    value_doc = {"schema": schema_change.value_schema("sqlserver", source), "payload": value} \
+        if settings.value_schemas_enable else value
+    return record(settings.topic_prefix, dumps(key_doc), dumps(value_doc), op="schema", position=event.position,
+                  ts_ms=event.source_ts_ms, table=instance.qualified_name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cdckit.dialect.sqlserver import queries
@@ -36,6 +36,9 @@ class CaptureInstance:
     key_columns: tuple[str, ...]
     identity_columns: tuple[str, ...] = ()
     column_filter: tuple[str, ...] | None = None
+    # The table's older capture instance while both exist (after a schema change): it is read for commits before
+    # this instance's start LSN, this one from there on, so the switch has no gap and no duplicate.
+    previous: CaptureInstance | None = None
 
     @property
     def qualified_name(self) -> str:
@@ -82,8 +85,12 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
     cursor.execute(queries.CAPTURE_INSTANCES.format(db=db))
     rows = cursor.fetchall()
     newest: dict[tuple[str, str], Any] = {}
+    older: dict[tuple[str, str], Any] = {}
     for row in rows:  # ordered by create_date: the last one per table wins
-        newest[(str(row[0]), str(row[1]))] = row
+        key = (str(row[0]), str(row[1]))
+        if key in newest:
+            older[key] = newest[key]
+        newest[key] = row
     include, exclude = _listed(options, "table.include.list"), _listed(options, "table.exclude.list")
 
     def listed(patterns: list[str], schema: str, table: str) -> bool:
@@ -101,7 +108,14 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
                 f"CDC was disabled for table {database}.{name}, which cdckit was capturing (it has no capture "
                 f"instance any more); re-enable it with sys.sp_cdc_enable_table (sql/sqlserver/"
                 f"03_enable_cdc_table.sql) and take a new snapshot of it, or remove it from table.include.list")
-    return [_load(cursor, database, row, options) for row in chosen]
+    loaded = []
+    for row in chosen:
+        instance = _load(cursor, database, row, options)
+        previous = older.get((str(row[0]), str(row[1])))
+        if previous is not None:
+            instance = replace(instance, previous=_load(cursor, database, previous, options))
+        loaded.append(instance)
+    return loaded
 
 
 def check_include_list(options: Mapping[str, str], instances: Sequence[CaptureInstance]) -> None:
