@@ -32,11 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", type=Path, default=Path(".cdckit-demo"), help="where the demo keeps its files")
     for name, text in (("snapshot", "take the initial snapshot"),
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
+                       ("schema-evolution", "SQL Server: rotate capture instances of tables whose structure "
+                                            "changed"),
                        ("validate", "check a configuration and print it with secrets hidden")):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("config", type=Path, nargs="?", help="connector JSON or .properties file")
         sub.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override one property (repeatable)")
+        if name == "schema-evolution":
+            sub.add_argument("--plan", action="store_true", help="print the T-SQL for a DBA instead of running it")
     commands.add_parser("properties", help="list every property with its default")
     return parser
 
@@ -84,6 +88,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         for key, value in sorted(config.redacted().items()):
             console.print(f"{key}={value}", highlight=False, markup=False)
         return 0
+    if args.command == "schema-evolution":
+        return _schema_evolution(config, args.plan, console)
     from cdckit.pipeline import prepare_source, run_snapshot, run_stream
     from cdckit.spark.session import get_spark
 
@@ -101,6 +107,28 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         highlight=False))
     console.print(f"stream stopped after {stream.batches} batch(es), {stream.events} records; last offset "
                   f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
+    return 0
+
+
+def _schema_evolution(config: Config, plan_only: bool, console: Console) -> int:
+    from cdckit import schema_evolution
+
+    if not config.is_sqlserver:
+        console.print("PostgreSQL and YugabyteDB need no capture-instance rotation: the stream reads each table's "
+                      "structure from the replication stream.", highlight=False)
+        return 0
+    rotations = schema_evolution.plan(config)
+    if not rotations:
+        console.print("every captured table matches its capture instance; nothing to do", highlight=False)
+        return 0
+    if plan_only:
+        for rotation in rotations:
+            print(rotation.tsql())
+        return 0
+    schema_evolution.apply(config, rotations)
+    for rotation in rotations:
+        done = "created" if rotation.action == "create" else "dropped"
+        console.print(f"{done} capture instance {rotation.capture_instance} ({rotation.reason})", highlight=False)
     return 0
 
 

@@ -183,8 +183,10 @@ def _cli(capsys: pytest.CaptureFixture[str], config: Config, workdir: Path, comm
 
     path = workdir / "connector.json"
     path.write_text(json.dumps({"name": "t", "config": config.as_properties(include_secrets=True)}))
-    status = main([command, str(path)])
+    status = main([*command.split()[:1], str(path), *command.split()[1:]])
     captured = capsys.readouterr()
+    if command.startswith("schema-evolution --plan"):
+        return status, captured.out.strip()
     return status, " ".join((captured.out + captured.err).split())
 
 
@@ -419,3 +421,50 @@ def test_second_capture_instance_takes_over_at_its_start_lsn(model: SqlServerMod
     (alter,) = [payload(r["value"]) for r in records(config, "server1") if
                 payload(r["value"])["tableChanges"][0]["type"] == "ALTER"]
     assert [c["name"] for c in alter["tableChanges"][0]["table"]["columns"]] == ["id", "email", "tier"]
+
+
+def test_schema_evolution_rotates_the_capture_instance_without_gap_or_duplicate(
+        model: SqlServerModel, spark: Any, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlglot
+
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "one"})
+    run_stream(spark, config)
+    assert _cli(capsys, config, workdir, "schema-evolution")[1].startswith("every captured table matches")
+    model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("tier", "int"))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "two", "tier": 1})
+
+    status, planned = _cli(capsys, config, workdir, "schema-evolution --plan")
+    assert status == 0 and "columns added: tier" in planned
+    statement = planned.split("\n")[-1] if "\n" in planned else planned[planned.index("EXEC"):]
+    assert "sys.sp_cdc_enable_table" in statement and "N'dbo_customers_v2'" in statement
+    sqlglot.parse_one(statement.rstrip(";"), read="tsql")
+    assert [i for i in _instances(model)] == ["dbo_customers"]  # --plan changes nothing
+
+    status, output = _cli(capsys, config, workdir, "schema-evolution")
+    assert status == 0 and "created capture instance dbo_customers_v2" in output
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 3, "email": "three", "tier": 7})
+    run_stream(spark, config)
+    status, output = _cli(capsys, config, workdir, "schema-evolution")
+    assert "dropped capture instance dbo_customers" in output
+    assert _instances(model) == ["dbo_customers_v2"]
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 2}, {"tier": 2})
+    run_stream(spark, config)
+    events = [payload(r["value"]) for r in records(config, TOPIC) if r["value"]]
+    assert [(e["op"], (e["after"] or {})["id"]) for e in events] == [("c", 1), ("c", 2), ("c", 3), ("u", 2)]
+    assert "tier" not in events[1]["after"]  # committed before the new instance existed: the old structure
+    assert events[2]["after"]["tier"] == 7 and events[3]["after"] == {"id": 2, "email": "two", "tier": 2}
+
+
+def _instances(model: SqlServerModel) -> list[str]:
+    conn = model.connect(database="testDB")
+    cursor = conn.cursor()
+    from cdckit.dialect.sqlserver import queries
+
+    cursor.execute(queries.CAPTURE_INSTANCES.format(db="[testDB]"))
+    return [str(row[2]) for row in cursor.fetchall() if row[1] == "customers"]

@@ -66,6 +66,20 @@ INDEX_COLUMNS = (
     "SELECT column_name FROM {db}.cdc.index_columns WHERE object_id = ? ORDER BY index_ordinal"
 )
 
+TABLE_COLUMNS = (
+    "SELECT c.name, ty.name AS type_name, c.max_length, c.precision, c.scale, c.is_nullable "
+    "FROM {db}.sys.columns c JOIN {db}.sys.types ty ON ty.user_type_id = c.user_type_id "
+    "WHERE c.object_id = ? ORDER BY c.column_id"
+)
+
+# Capture instance rotation (schema evolution). System procedures called through the database's name run in
+# that database.
+ENABLE_TABLE = (
+    "EXEC {db}.sys.sp_cdc_enable_table @source_schema = ?, @source_name = ?, @role_name = ?, "
+    "@capture_instance = ?, @supports_net_changes = 0"
+)
+DISABLE_TABLE = "EXEC {db}.sys.sp_cdc_disable_table @source_schema = ?, @source_name = ?, @capture_instance = ?"
+
 DDL_HISTORY = (
     "SELECT source_object_id, object_id, ddl_command, ddl_lsn, ddl_time "
     "FROM {db}.cdc.ddl_history WHERE ddl_lsn > ? ORDER BY ddl_lsn"

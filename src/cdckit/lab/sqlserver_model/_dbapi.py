@@ -155,7 +155,7 @@ class Connection:
         self._sqlite: sqlite3.Connection = store.open_sqlite(self.path)
         self.autocommit = autocommit
         self.timeout = timeout
-        self.session = Session()
+        self.session = Session(model_path=str(self.path))
         self.closed = False
         self._output_converters: dict[int, Callable[[Any], Any]] = {}
         self.database = database

@@ -50,10 +50,11 @@ def _out(name: str, type_name: str, max_length: int = 0, precision: int = 0, sca
 
 @dataclass
 class Session:
-    """Per-connection state: the isolation level set, the tables locked with TABLOCKX."""
+    """Per-connection state: the isolation level set, the tables locked with TABLOCKX, the model's file."""
 
     isolation_level: str = "READ COMMITTED"
     locked_tables: list[str] = field(default_factory=list)
+    model_path: str = ""
 
 
 @dataclass
@@ -346,6 +347,31 @@ def _server_utc_offset(conn: sqlite3.Connection, g: dict[str, str], p: list[Any]
     return Result([_out("", "int", 4, 10, nullable=True)], [(int(offset.total_seconds() // 60),)])
 
 
+def _table_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    rows = conn.execute("SELECT name, type_name, max_length, precision, scale, is_nullable FROM columns "
+                        "WHERE db = ? AND object_id = ? ORDER BY column_id", (db, p[0])).fetchall()
+    columns = [_out("name", "sysname", 256, nullable=False), _out("type_name", "sysname", 256, nullable=False),
+               _out("max_length", "smallint", 2, 5, nullable=False), _out("precision", "tinyint", 1, 3),
+               _out("scale", "tinyint", 1, 3), _out("is_nullable", "bit")]
+    return _rows(columns, rows)
+
+
+def _enable_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """``sys.sp_cdc_enable_table`` through SQL: the same as the admin API (a third instance is refused)."""
+    from ._admin import SqlServerModel
+
+    SqlServerModel(s.model_path).enable_table(_database(conn, g), p[0], p[1], capture_instance=p[3])
+    return Result(None, [])
+
+
+def _disable_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    from ._admin import SqlServerModel
+
+    SqlServerModel(s.model_path).disable_table(_database(conn, g), p[2])
+    return Result(None, [])
+
+
 def _set_isolation(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     s.isolation_level = g["_sql"].split(" LEVEL ", 1)[1]
     return Result(None, [])
@@ -359,6 +385,9 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("PRODUCT_VERSION", q.PRODUCT_VERSION, _product_version),
         ("DATABASE_CDC_ENABLED", q.DATABASE_CDC_ENABLED, _database_cdc_enabled),
         ("AGENT_RUNNING", q.AGENT_RUNNING, _agent_running),
+        ("TABLE_COLUMNS", q.TABLE_COLUMNS.format(db=db), _table_columns),
+        ("ENABLE_TABLE", q.ENABLE_TABLE.format(db=db), _enable_table),
+        ("DISABLE_TABLE", q.DISABLE_TABLE.format(db=db), _disable_table),
         ("SERVER_UTC_OFFSET", q.SERVER_UTC_OFFSET, _server_utc_offset),
         ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
         ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
