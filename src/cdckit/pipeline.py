@@ -37,6 +37,7 @@ from cdckit.dialect.postgres.replication import (
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
@@ -128,6 +129,11 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),
                             table_names, rows, round(time.monotonic() - started, 3))
+    # The structures the snapshot read start the schema history, so a change before the first streamed event of
+    # a table is still announced.
+    record_schema_controls(options, [json.dumps({
+        "kind": "schema", "table": t.qualified_name, "key": list(t.key_columns), "columns": signature(t),
+        "position": [exported.consistent_point, exported.consistent_point, 0]}) for t in tables])
     _write_snapshot_state(config, {"status": "completed", **asdict(report)})
     return report
 
@@ -181,7 +187,7 @@ def run_stream(spark: SparkSession, config: Config,
         return report
     options = config.as_properties(include_secrets=True)
     query = run_query(spark, config, "cdckit_postgres_changes", options, f"cdckit_{config.str('slot.name')}",
-                      report, on_batch)
+                      report, on_batch, lambda controls: record_schema_controls(options, controls))
     report.last_offset = _last_committed_lsn(query)
     if report.last_offset is not None:
         # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last

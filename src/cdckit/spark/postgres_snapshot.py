@@ -108,13 +108,15 @@ def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, mar
                        partition.tx_id, snapshot=marker, sequence=(None, lsn))
 
 
-def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id: int) -> EventRow:
-    """The CREATE record of one table on the ``topic.prefix`` topic, in the SQL Server connector's format."""
+def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id: int, kind: str = "CREATE",
+                      position: Position | None = None) -> EventRow:
+    """A CREATE (snapshot) or ALTER (stream) record of one table on the ``topic.prefix`` topic, in the SQL Server
+    connector's format."""
     settings = format_settings(options)
-    change = TableChange("CREATE", settings.database, table.schema, table.name, table.key_columns,
+    change = TableChange(kind, settings.database, table.schema, table.name, table.key_columns,
                          tuple(describe_postgres_columns(table.columns)))
-    event = ChangeEvent(table.schema, table.name, "r", None, None, Position(lsn, lsn, -3), now_ms(), tx_id,
-                        snapshot="true", sequence=(None, lsn))
+    event = ChangeEvent(table.schema, table.name, "r", None, None, position or Position(lsn, lsn, -3), now_ms(),
+                        tx_id or None, snapshot="true" if kind == "CREATE" else "false", sequence=(None, lsn))
     source = source_block(settings)
     key, value = schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
     key_text = dumps({"schema": schema_change.key_schema(settings.connector), "payload": key}

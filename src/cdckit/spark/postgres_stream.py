@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.postgres import pgoutput
-from cdckit.dialect.postgres.catalog import TableInfo, load_table, select_tables
+from cdckit.dialect.postgres.catalog import TableInfo, select_tables, table_from_relation
 from cdckit.dialect.postgres.changes import (
     ChangeDecoder,
     current_flush_lsn,
@@ -36,13 +36,15 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow
+from cdckit.spark.schema_history import SchemaHistory
 
 
 class LsnRange(InputPartition):
-    def __init__(self, start: int, end: int) -> None:
+    def __init__(self, start: int, end: int, history: str = "{}") -> None:
         super().__init__((start, end))
         self.start = start
         self.end = end
+        self.history = history  # the schema history so far (JSON), to tell a new structure from a known one
 
 
 class PostgresChangeDataSource(DataSource):
@@ -107,7 +109,7 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return start
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]))]
+        return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]), SchemaHistory.load(self.options).to_json())]
 
     def commit(self, end: dict[str, Any]) -> None:
         advance_slot(self._connection(), self.slot_name, parse_lsn(end["lsn"]))
@@ -124,22 +126,31 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         conn = connect(options)
         tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
 
+        history = SchemaHistory.from_json(partition.history)
+
         def table_for(relation: pgoutput.Relation) -> TableInfo | None:
             if not select_tables([(relation.namespace, relation.name)], options):
                 return None
-            table = load_table(conn, relation.namespace, relation.name, options)
+            table = table_from_relation(conn, relation.namespace, relation.name, relation.relation_id,
+                                        [(c.name, c.type_oid, c.type_modifier) for c in relation.columns], options)
             tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
+            changes.append(table)
             return table
+
+        changes: list[TableInfo] = []
 
         yugabyte = settings.connector == "YugabyteDB"
         records = record_builder(
             options, lambda event: tables[(event.schema, event.table)],
             # Debezium's PostgreSQL connector names a transaction by its xid; the YugabyteDB connector by xid:LSN.
-            lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id))
+            lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
+            history.version)
         decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)
         try:
             for lsn, data in peek_rows(conn, options, partition.end):
                 for event in decoder.feed(lsn, data):
+                    while changes:  # a Relation message came: a new structure is recorded (and announced)
+                        yield from history.observe(changes.pop(0), event.position, options, settings)
                     yield from records.rows(event)
         finally:
             conn.close()

@@ -28,10 +28,13 @@ class Records(Protocol):
 
 
 def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], tuple[Any, TableFormat]],
-                   transaction_id: Callable[[ChangeEvent], str]) -> Records:
-    """The builder ``cdckit.message.format`` asks for (Debezium envelopes by default, or Qlik messages)."""
+                   transaction_id: Callable[[ChangeEvent], str],
+                   table_version: Callable[[str], int] | None = None) -> Records:
+    """The builder ``cdckit.message.format`` asks for (Debezium envelopes by default, or Qlik messages).
+
+    ``table_version`` gives a table's structure version (Qlik's ``tableVersion``) from the schema history."""
     if options.get("cdckit.message.format", "debezium") == "qlik":
-        return QlikRecordBuilder(options, lambda event: tables(event)[0])
+        return QlikRecordBuilder(options, lambda event: tables(event)[0], table_version)
     return RecordBuilder(options, format_settings(options), lambda event: tables(event)[1], transaction_id)
 
 
@@ -101,7 +104,9 @@ class QlikRecordBuilder:
     Heartbeats and tombstones have no Qlik equivalent and are not written.
     """
 
-    def __init__(self, options: Mapping[str, str], table_for: Callable[[ChangeEvent], TableInfo]) -> None:
+    def __init__(self, options: Mapping[str, str], table_for: Callable[[ChangeEvent], TableInfo],
+                 table_version: Callable[[str], int] | None = None) -> None:
+        self.table_version = table_version or (lambda _name: 1)
         self.settings = qlik.QlikSettings(server=options.get("cdckit.qlik.server") or options["topic.prefix"],
                                           task=options.get("cdckit.qlik.task") or options.get("name") or "cdckit",
                                           encoding=options.get("cdckit.qlik.encoding", "json"))  # type: ignore[arg-type]
@@ -134,8 +139,9 @@ class QlikRecordBuilder:
         info = self.table_for(event)
         topic = f"{self.prefix}.{info.schema}.{info.name}"
         table = self.tables.get((info.schema, info.name))
-        if table is None:
-            table = qlik_pg.qlik_table(info.schema, info.name, info.columns, info.key_columns)
+        version = self.table_version(info.qualified_name)
+        if table is None or table.table_version != version or len(table.columns) != len(info.columns):
+            table = qlik_pg.qlik_table(info.schema, info.name, info.columns, info.key_columns, version)
             self.tables[(info.schema, info.name)] = table
             metadata = qlik.metadata_message(table, self.settings, qlik.format_timestamp(now_ms()))
             yield record(topic, None, self._value(qlik.encode_metadata(metadata, self.settings)), op="qlik-metadata",

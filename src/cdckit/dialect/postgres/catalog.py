@@ -186,3 +186,38 @@ def _column_filter(schema: str, table: str, columns: Sequence[ColumnType], key_c
             continue
         kept.append(column.name)
     return tuple(kept)
+
+
+_TYPES_SQL = """
+SELECT t.oid, bt.oid, bt.typname, CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE -1 END,
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid)
+FROM pg_type t JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+WHERE t.oid = ANY(%s)
+"""
+
+
+def table_from_relation(conn: Connection, namespace: str, name: str, relation_id: int,
+                        columns: Sequence[tuple[str, int, int]], options: Mapping[str, str]) -> TableInfo:
+    """The table as a pgoutput Relation message describes it at its point in the stream (names, types and
+    modifiers from the message; type names, nullability and the key from the catalog), so events are formatted
+    with the structure they were written with, not today's."""
+    with conn.cursor() as cur:
+        cur.execute(_TYPES_SQL, ([oid for _, oid, _ in columns],))
+        types = {int(row[0]): (int(row[1]), str(row[2]), int(row[3]), _enum_labels(row[4])) for row in cur.fetchall()}
+        cur.execute("SELECT a.attname, a.attnotnull FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 "
+                    "AND NOT a.attisdropped", (relation_id,))
+        not_null = {str(n): _pg_bool(v) for n, v in cur.fetchall()}
+        cur.execute(_KEY_SQL, (relation_id,))
+        key = tuple(str(row[0]) for row in cur.fetchall())
+        cur.execute("SELECT c.relreplident FROM pg_class c WHERE c.oid = %s", (relation_id,))
+        found = cur.fetchone()
+    described = []
+    for column_name, type_oid, modifier in columns:
+        base_oid, type_name, domain_modifier, labels = types.get(type_oid, (type_oid, "unknown", -1, None))
+        described.append(ColumnType(column_name, type_name, base_oid,
+                                    domain_modifier if domain_modifier != -1 else modifier,
+                                    not not_null.get(column_name, False), labels))
+    names = [c.name for c in described]
+    return TableInfo(namespace, name, relation_id, tuple(described), tuple(k for k in key if k in names),
+                     str(found[0]) if found else "d",
+                     column_filter=_column_filter(namespace, name, described, key, options))
