@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,12 @@ def stream_positions(config: Config) -> dict[str, int]:
 def plan(config: Config) -> list[Rotation]:
     if not config.is_sqlserver:
         return []
-    options = config.as_properties(include_secrets=True)
+    return plan_for(config.as_properties(include_secrets=True), stream_positions(config))
+
+
+def plan_for(options: Mapping[str, str], position: Mapping[str, int]) -> list[Rotation]:
+    """The rotations due, given the stream's committed position per database."""
     role = options.get("cdckit.sqlserver.cdc.role") or None
-    position = stream_positions(config)
     rotations: list[Rotation] = []
     for database in databases(options):
         conn = connect(options, database)
@@ -134,7 +138,10 @@ def plan(config: Config) -> list[Rotation]:
 
 
 def apply(config: Config, rotations: list[Rotation]) -> None:
-    options = config.as_properties(include_secrets=True)
+    apply_with(config.as_properties(include_secrets=True), rotations)
+
+
+def apply_with(options: Mapping[str, str], rotations: list[Rotation]) -> None:
     for rotation in rotations:
         conn = connect(options, rotation.database)
         try:

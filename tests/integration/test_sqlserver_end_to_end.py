@@ -468,3 +468,20 @@ def _instances(model: SqlServerModel) -> list[str]:
 
     cursor.execute(queries.CAPTURE_INSTANCES.format(db="[testDB]"))
     return [str(row[2]) for row in cursor.fetchall() if row[1] == "customers"]
+
+
+def test_stream_rotates_capture_instances_itself_when_asked(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "cdckit.sqlserver.schema.evolution": "stream"})
+    run_snapshot(spark, config)
+    model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("tier", "int"))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "old-structure", "tier": 1})
+    run_stream(spark, config)  # plans a batch: the rotation happens before it is read
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "new-structure", "tier": 2})
+    run_stream(spark, config)
+    run_stream(spark, config)  # the old instance is dropped once the stream has passed the switch
+    events = [payload(r["value"])["after"] for r in records(config, TOPIC) if r["value"]]
+    assert events == [{"id": 1, "email": "old-structure"}, {"id": 2, "email": "new-structure", "tier": 2}]
+    assert _instances(model) == ["dbo_customers_v2"]

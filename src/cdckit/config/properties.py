@@ -157,6 +157,9 @@ PROPERTIES: tuple[Property, ...] = (
              "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)"),
     Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",
              minimum=1),
+    Property("cdckit.sqlserver.schema.evolution", "choice", "job", "SQL Server: who rotates capture instances "
+             "after a schema change: job (cdckit schema-evolution, on a schedule) or stream (the stream, before "
+             "every batch)", choices=("job", "stream")),
     Property("cdckit.sqlserver.cdc.role", "string", "", "SQL Server: gating role of capture instances the "
              "schema-evolution job creates (empty: none)"),
     Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "

@@ -140,6 +140,16 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = positions(start)
+        if self.options.get("cdckit.sqlserver.schema.evolution", "job") == "stream":
+            from cdckit import schema_evolution
+
+            # Everything up to ``start`` is committed: the same rotation the schema-evolution job would do.
+            rotations = schema_evolution.plan_for(self.options, begin)
+            for rotation in rotations:
+                log.warning("schema evolution: %s of capture instance %s (%s)", rotation.action,
+                            rotation.capture_instance, rotation.reason)
+            schema_evolution.apply_with(self.options, rotations)
+
         budget = self.max_batch_size
         if isinstance(limit, ReadMaxRows):
             budget = limit.max_rows
