@@ -124,3 +124,18 @@ def test_failure_inside_a_spark_task_is_reported_as_one_clear_line(postgres: Any
     assert status == 2
     assert "location" in output and "point" in output and "column.exclude.list" in output
     assert "Traceback" not in output and "JVM stacktrace" not in output
+
+
+@pytest.mark.spark
+def test_spark_redacts_every_kind_of_secret_option(spark: Any) -> None:
+    """Spark shows data source and Kafka sink options in plans, the UI and event logs after redacting them."""
+    jvm = spark.sparkContext._jvm
+    pairs = [("database.password", "pw-1"), ("kafka.sasl.jaas.config", "jaas-2"),
+             ("cdckit.eventhubs.connection.string", "eh-3"), ("kafka.ssl.truststore.password", "ts-4"),
+             ("database.hostname", "db.example.com")]
+    seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(
+        [jvm.scala.Tuple2(key, value) for key, value in pairs]).toSeq()
+    redacted = jvm.org.apache.spark.util.Utils.redact(spark.sparkContext._jsc.sc().conf(), seq)
+    shown = dict((redacted.apply(i)._1(), redacted.apply(i)._2()) for i in range(redacted.size()))
+    assert shown["database.hostname"] == "db.example.com"
+    assert all(shown[key] != value for key, value in pairs if key != "database.hostname")

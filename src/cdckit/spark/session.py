@@ -16,6 +16,7 @@ from cdckit.spark.sqlserver_snapshot import SqlServerSnapshotDataSource
 from cdckit.spark.sqlserver_stream import SqlServerChangeDataSource
 
 DEFAULT_LOCAL_MASTER = "local[2]"
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|connection[.]string|sas[.]?key|credential"
 
 
 def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) -> SparkSession:
@@ -40,6 +41,9 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) 
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    # Spark hides option values whose keys match this in plans, the UI and event logs; cdckit's secrets include
+    # SASL JAAS settings and the Event Hubs connection string besides passwords.
+    builder = builder.config("spark.redaction.regex", REDACTION_REGEX)
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
