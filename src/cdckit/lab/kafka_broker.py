@@ -27,6 +27,15 @@ from cdckit.lab.embedded_postgres import free_port
 KAFKA_VERSION = "4.1.1"
 
 
+def cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's Uuid makes them: URL-safe base64 that never starts with '-' (which
+    the storage tool would read as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def kafka_jars() -> list[Path]:
     return fetch(f"kafka-broker-{KAFKA_VERSION}", [("org.apache.kafka", "kafka_2.13", KAFKA_VERSION, ()),
                                                    ("org.slf4j", "slf4j-reload4j", "1.7.36", ())])
@@ -76,9 +85,10 @@ class KafkaBroker:
     def start(self, timeout_s: float = 90.0) -> KafkaBroker:
         properties = self._configure()
         if not (self.base_dir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            subprocess.run([*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                            str(properties), "--standalone"], check=True, capture_output=True)
+            result = subprocess.run([*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c",
+                                     str(properties), "--standalone"], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"formatting Kafka's storage failed: {(result.stderr or result.stdout)[-1000:]}")
         log = (self.base_dir / "stdout.log").open("ab")
         self.process = subprocess.Popen(
             [*self._java(), f"-Dlog4j.configuration=file:{self.base_dir / 'log4j.properties'}", "kafka.Kafka",
