@@ -39,26 +39,26 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary
+from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 log = logging.getLogger("cdckit")
 
 
-def _state_file(config: Config) -> Path:
-    return Path(config.str("cdckit.checkpoint.location")) / "snapshot" / "state.json"
+STATE = "snapshot/state.json"
+
+
+def _state_file(config: Config) -> str:
+    return join(config.str("cdckit.checkpoint.location"), STATE)
 
 
 def read_snapshot_state(config: Config) -> dict[str, Any] | None:
-    path = _state_file(config)
-    return json.loads(path.read_text()) if path.exists() else None
+    document = StateStore(config.str("cdckit.checkpoint.location")).read_json(STATE)
+    return document if isinstance(document, dict) else None
 
 
 def _write_snapshot_state(config: Config, state: dict[str, Any]) -> None:
-    path = _state_file(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(state, indent=2))
-    temporary.replace(path)
+    StateStore(config.str("cdckit.checkpoint.location")).write_json(STATE, state)
 
 
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:

@@ -17,7 +17,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cdckit.config import Config
@@ -27,6 +26,7 @@ from cdckit.dialect.sqlserver.catalog import lsn_bytes as _lsn_bytes
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.errors import CdcKitError
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
+from cdckit.state import StateStore, join
 
 
 @dataclass(frozen=True)
@@ -95,12 +95,12 @@ def next_instance_name(current: str) -> str:
 
 def stream_positions(config: Config) -> dict[str, int]:
     """The stream's committed position per database, from its Spark checkpoint ({} before the first batch)."""
-    stream = Path(config.str("cdckit.checkpoint.location")) / "stream"
-    commits = sorted((int(p.name) for p in (stream / "commits").glob("[0-9]*")), reverse=True)
+    store = StateStore(join(config.str("cdckit.checkpoint.location"), "stream"))
+    commits = sorted((int(name) for name in store.names("commits") if name.isdigit()), reverse=True)
     if not commits:
         return {}
-    lines = (stream / "offsets" / str(commits[0])).read_text().splitlines()
-    document = json.loads(lines[-1])
+    text = store.read_text(f"offsets/{commits[0]}") or ""
+    document = json.loads(text.splitlines()[-1])
     return {db: parse_sqlserver_lsn(entry["commit_lsn"]) for db, entry in document.get("databases", {}).items()}
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -44,26 +43,27 @@ from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
+from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 log = logging.getLogger("cdckit.sqlserver")
 
 
-def _state_file(config: Config) -> Path:
-    return Path(config.str("cdckit.checkpoint.location")) / "snapshot" / "state.json"
+STATE = "snapshot/state.json"
+CHUNKS = "snapshot/chunks"
+
+
+def _store(config: Config) -> StateStore:
+    return StateStore(config.str("cdckit.checkpoint.location"))
 
 
 def _read_state(config: Config) -> dict[str, Any] | None:
-    path = _state_file(config)
-    return json.loads(path.read_text()) if path.exists() else None
+    document = _store(config).read_json(STATE)
+    return document if isinstance(document, dict) else None
 
 
 def _write_state(config: Config, state: dict[str, Any]) -> None:
-    path = _state_file(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(state, indent=2))
-    temporary.replace(path)
+    _store(config).write_json(STATE, state)
 
 
 def _previously_captured(config: Config, database: str) -> list[str]:
@@ -99,14 +99,14 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     if state and state.get("status") == "completed":
         return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
     options, instances = prepare_source(config)
-    chunks_dir = _state_file(config).parent / "chunks"
+    chunks_dir = join(config.str("cdckit.checkpoint.location"), CHUNKS)
     resuming = bool(state and state.get("status") == "started" and state.get("plan") is not None)
     if resuming:
         assert state is not None
         start, plan = dict(state["consistent_point"]), list(state["plan"])
-        log.info("resuming the snapshot: %d of %d chunks are done", len(_finished(chunks_dir)), len(plan))
+        log.info("resuming the snapshot: %d of %d chunks are done", len(_finished(config)), len(plan))
     else:
-        shutil.rmtree(chunks_dir, ignore_errors=True)
+        _store(config).remove(CHUNKS)
         _clear_snapshot_files(config)
         start = {}
         for database in databases(options):
@@ -126,11 +126,11 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         rows.update(_write_schema_changes(spark, config, instances, start))
     if plan:
         read_options = {**options, PLAN_OPTION: json.dumps(plan),
-                        DONE_OPTION: json.dumps([mark.get("chunk") for mark in _finished(chunks_dir)])}
+                        DONE_OPTION: json.dumps([mark.get("chunk") for mark in _finished(config)])}
         frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
-        for topic, count in Sink(spark, options).snapshot(frame, controls_dir=str(chunks_dir)).items():
+        for topic, count in Sink(spark, options).snapshot(frame, controls_dir=chunks_dir).items():
             rows[topic] = rows.get(topic, 0) + count
-    watermarks = _finished(chunks_dir)
+    watermarks = _finished(config)
     report = SnapshotReport("completed" if plan or not data else "no_data", "", json.dumps(start), tables,
                             dict(sorted(rows.items())), round(time.monotonic() - started, 3))
     starts = {f"{i.database}.{i.capture_instance}": format_sqlserver_lsn(i.start_lsn) for i in instances}
@@ -140,9 +140,9 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     return report
 
 
-def _finished(chunks_dir: Path) -> list[dict[str, Any]]:
-    """Watermarks of the chunks whose records are written (one file per chunk, by the executors)."""
-    return [json.loads(path.read_text()) for path in sorted(chunks_dir.glob("*.json"))]
+def _finished(config: Config) -> list[dict[str, Any]]:
+    """Watermarks of the chunks whose records are written (one document per chunk, by the executors)."""
+    return [mark for mark in _store(config).list_json(CHUNKS) if isinstance(mark, dict)]
 
 
 def _clear_snapshot_files(config: Config) -> None:

@@ -6,7 +6,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -15,6 +14,7 @@ from cdckit.config import Config
 from cdckit.errors import CdcKitError, wrapped_message
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.sinks import Sink, WriteSummary
+from cdckit.state import join
 
 
 @dataclass
@@ -74,7 +74,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
     writer = stream.writeStream.foreachBatch(each_batch).option(
-        "checkpointLocation", str(Path(config.str("cdckit.checkpoint.location")) / "stream"))
+        "checkpointLocation", join(config.str("cdckit.checkpoint.location"), "stream"))
     if config.str("cdckit.trigger") == "available-now":
         writer = writer.trigger(availableNow=True)
     else:

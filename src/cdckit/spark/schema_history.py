@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.events import Position
 from cdckit.formats.debezium.envelope import FormatSettings
 from cdckit.spark.rows import EventRow, now_ms, option_bool, record
+from cdckit.state import StateStore
 
 FILE_NAME = "schema-history.json"
 
 
-def _path(options: Mapping[str, str]) -> Path:
-    return Path(options.get("cdckit.checkpoint.location", "cdckit-checkpoint")) / FILE_NAME
+def _store(options: Mapping[str, str]) -> StateStore:
+    return StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
 
 
 def signature(table: TableInfo) -> list[list[Any]]:
@@ -37,8 +37,7 @@ class SchemaHistory:
 
     @classmethod
     def load(cls, options: Mapping[str, str]) -> SchemaHistory:
-        path = _path(options)
-        return cls(json.loads(path.read_text())) if path.exists() else cls()
+        return cls(_store(options).read_json(FILE_NAME) or {})
 
     @classmethod
     def from_json(cls, text: str) -> SchemaHistory:
@@ -80,8 +79,4 @@ def record_schema_controls(options: Mapping[str, str], controls: Sequence[str]) 
         versions = history.versions.setdefault(control["table"], [])
         if not versions or versions[-1]["columns"] != control["columns"]:
             versions.append({"position": control["position"], "columns": control["columns"], "key": control["key"]})
-    path = _path(options)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(history.to_json())
-    temporary.replace(path)
+    _store(options).write_json(FILE_NAME, history.versions)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -51,15 +52,13 @@ def _json_string(text: str) -> str:
 
 def _persist_controls(controls_dir: str | None, values: list[str]) -> None:
     """Record control rows (chunk watermarks) once the partition's records are durably written."""
-    if not controls_dir:
+    if not controls_dir or not values:
         return
-    folder = Path(controls_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    from cdckit.state import StateStore
+
+    store = StateStore(controls_dir)
     for value in values:
-        name = hashlib.sha1(value.encode()).hexdigest()
-        temporary = folder / f".{name}.tmp"
-        temporary.write_text(value)
-        os.replace(temporary, folder / f"{name}.json")
+        store.write_json(f"{hashlib.sha1(value.encode()).hexdigest()}.json", json.loads(value))
 
 
 def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None

@@ -16,7 +16,6 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from cdckit.dialect.sqlserver import queries
@@ -24,6 +23,7 @@ from cdckit.dialect.sqlserver.catalog import CaptureInstance
 from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, read_changes, require_max_lsn
 from cdckit.errors import CdcKitError, SourcePreconditionError
 from cdckit.events import ChangeEvent
+from cdckit.state import StateStore
 
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 MAX_CHUNKS_PER_TABLE = 1024
@@ -215,27 +215,21 @@ class ChunkFilter:
         return False
 
 
-INCREMENTAL_WATERMARKS_FILE = "incremental-watermarks.json"
+INCREMENTAL_WATERMARKS_FILE = "snapshot/incremental-watermarks.json"
 
 
-def incremental_watermarks_path(options: Mapping[str, str]) -> Path:
-    return Path(options.get("cdckit.checkpoint.location", "cdckit-checkpoint")) / "snapshot" / \
-        INCREMENTAL_WATERMARKS_FILE
+def _store(options: Mapping[str, str]) -> StateStore:
+    return StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
 
 
 def read_incremental_watermarks(options: Mapping[str, str]) -> list[dict[str, Any]]:
-    path = incremental_watermarks_path(options)
-    return list(json.loads(path.read_text())) if path.exists() else []
+    return list(_store(options).read_json(INCREMENTAL_WATERMARKS_FILE) or [])
 
 
 def record_incremental_watermarks(options: Mapping[str, str], controls: Sequence[str]) -> None:
     """Add the chunk watermarks an ad hoc snapshot reported (called on the driver after the batch commits)."""
     marks = read_incremental_watermarks(options) + [json.loads(c) for c in controls]
-    path = incremental_watermarks_path(options)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(marks))
-    temporary.replace(path)
+    _store(options).write_json(INCREMENTAL_WATERMARKS_FILE, marks)
 
 
 def signal_instance(cursor: Any, database: str, options: Mapping[str, str]) -> CaptureInstance | None:

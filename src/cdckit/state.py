@@ -1,0 +1,117 @@
+"""cdckit's own state beside the Spark checkpoint: small JSON documents (snapshot state, finished chunks,
+watermarks, schema history), on a local or mounted path or in S3.
+
+``cdckit.checkpoint.location`` may be a path or an ``s3://`` / ``s3a://`` URI. S3 goes through pyarrow's S3
+filesystem: credentials come from the usual AWS chain (environment, profile, instance or pod role); an endpoint
+other than AWS (MinIO, tests) from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``. The Spark checkpoint itself is
+written by Spark, which needs its own S3 support (hadoop-aws, as on EMR) for an S3 location.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+def join(location: str, *parts: str) -> str:
+    """``location``/``parts``, keeping a URI's ``//`` intact."""
+    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+class StateStore:
+    def __init__(self, location: str) -> None:
+        self.location = location
+        scheme, _, rest = location.partition("://")
+        self.remote = bool(rest) and scheme in ("s3", "s3a")
+        if self.remote:
+            import pyarrow.fs as pafs
+
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            kwargs: dict[str, Any] = {}
+            if endpoint:
+                scheme_part, _, host = endpoint.partition("://")
+                kwargs.update(endpoint_override=host or endpoint, scheme=scheme_part if host else "https")
+            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            if region:
+                kwargs["region"] = region
+            self._fs = pafs.S3FileSystem(**kwargs)
+            self._root = rest.rstrip("/")
+
+    def _key(self, relative: str) -> str:
+        return f"{self._root}/{relative.strip('/')}"
+
+    def _local(self, relative: str) -> Path:
+        return Path(self.location) / relative
+
+    def read_json(self, relative: str) -> Any | None:
+        if not self.remote:
+            path = self._local(relative)
+            return json.loads(path.read_text()) if path.exists() else None
+        import pyarrow.fs as pafs
+
+        key = self._key(relative)
+        if self._fs.get_file_info(key).type == pafs.FileType.NotFound:
+            return None
+        with self._fs.open_input_stream(key) as stream:
+            return json.loads(stream.read())
+
+    def write_json(self, relative: str, document: Any) -> None:
+        """Replace the document whole (a temporary file renamed locally; one PUT in S3)."""
+        data = json.dumps(document, indent=1)
+        if not self.remote:
+            path = self._local(relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(data)
+            temporary.replace(path)
+            return
+        with self._fs.open_output_stream(self._key(relative)) as stream:
+            stream.write(data.encode())
+
+    def list_json(self, folder: str) -> list[Any]:
+        """Every ``*.json`` document in ``folder``, in name order."""
+        if not self.remote:
+            return [json.loads(p.read_text()) for p in sorted(self._local(folder).glob("*.json"))]
+        import pyarrow.fs as pafs
+
+        infos = self._fs.get_file_info(pafs.FileSelector(self._key(folder), allow_not_found=True))
+        documents = []
+        for info in sorted(infos, key=lambda i: i.path):
+            if info.type == pafs.FileType.File and info.path.endswith(".json"):
+                with self._fs.open_input_stream(info.path) as stream:
+                    documents.append(json.loads(stream.read()))
+        return documents
+
+    def remove(self, folder: str) -> None:
+        if not self.remote:
+            shutil.rmtree(self._local(folder), ignore_errors=True)
+            return
+        import pyarrow.fs as pafs
+
+        if self._fs.get_file_info(self._key(folder)).type != pafs.FileType.NotFound:
+            self._fs.delete_dir(self._key(folder))
+
+    def read_text(self, relative: str) -> str | None:
+        if not self.remote:
+            path = self._local(relative)
+            return path.read_text() if path.exists() else None
+        import pyarrow.fs as pafs
+
+        key = self._key(relative)
+        if self._fs.get_file_info(key).type == pafs.FileType.NotFound:
+            return None
+        with self._fs.open_input_stream(key) as stream:
+            return bytes(stream.read()).decode()
+
+    def names(self, folder: str) -> list[str]:
+        """The file names in ``folder``."""
+        if not self.remote:
+            path = self._local(folder)
+            return sorted(p.name for p in path.iterdir()) if path.exists() else []
+        import pyarrow.fs as pafs
+
+        infos = self._fs.get_file_info(pafs.FileSelector(self._key(folder), allow_not_found=True))
+        return sorted(info.base_name for info in infos)
