@@ -68,4 +68,4 @@ def test_schema_history_lives_beside_the_checkpoint(store_location: str) -> None
 
 def test_join_keeps_uri_slashes() -> None:
     assert join("s3a://bucket/base/", "stream") == "s3a://bucket/base/stream"
-    assert join("/tmp/x", "snapshot", "state.json") == "/tmp/x/snapshot/state.json"
+    assert join("checkpoint", "snapshot", "state.json") == "checkpoint/snapshot/state.json"

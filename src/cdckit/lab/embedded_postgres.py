@@ -6,7 +6,7 @@ refused as it would be in production) and starts with ``wal_level=logical``.
 
 Example::
 
-    with EmbeddedPostgres(Path("/tmp/pg")) as pg:
+    with EmbeddedPostgres(Path(".cdckit-demo/postgres")) as pg:
         print(pg.dsn("postgres"))
 """
 

@@ -5,7 +5,7 @@ the cache folder (``$CDCKIT_CACHE``, default ``~/.cache/cdckit``).
 
 Example::
 
-    with KafkaBroker(Path("/tmp/kafka")) as broker:
+    with KafkaBroker(Path(".cdckit-kafka")) as broker:
         print(broker.bootstrap_servers)
 """
 
