@@ -57,7 +57,7 @@ def read_snapshot_state(config: Config) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _write_snapshot_state(config: Config, state: dict[str, Any]) -> None:
+def write_snapshot_state(config: Config, state: dict[str, Any]) -> None:
     StateStore(config.str("cdckit.checkpoint.location")).write_json(STATE, state)
 
 
@@ -117,7 +117,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         conn.close()
 
     table_names = [t.qualified_name for t in tables]
-    _write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names})
+    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names})
     _clear_snapshot_files(config)
     exported = create_slot_exporting_snapshot(options)
     try:
@@ -134,7 +134,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     record_schema_controls(options, [json.dumps({
         "kind": "schema", "table": t.qualified_name, "key": list(t.key_columns), "columns": signature(t),
         "position": [exported.consistent_point, exported.consistent_point, 0]}) for t in tables])
-    _write_snapshot_state(config, {"status": "completed", **asdict(report)})
+    write_snapshot_state(config, {"status": "completed", **asdict(report)})
     return report
 
 

@@ -36,10 +36,12 @@ from cdckit.dialect.sqlserver.snapshot import (
 )
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
-from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings, source_block
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn
+from cdckit.pipeline import read_snapshot_state, write_snapshot_state
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.rows import EVENT_SCHEMA, now_ms, record
+from cdckit.spark.records import schema_change_record
+from cdckit.spark.rows import EVENT_SCHEMA
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
@@ -49,7 +51,6 @@ from cdckit.streaming import SnapshotReport, StreamReport, run_query
 log = logging.getLogger("cdckit.sqlserver")
 
 
-STATE = "snapshot/state.json"
 CHUNKS = "snapshot/chunks"
 
 
@@ -57,17 +58,8 @@ def _store(config: Config) -> StateStore:
     return StateStore(config.str("cdckit.checkpoint.location"))
 
 
-def _read_state(config: Config) -> dict[str, Any] | None:
-    document = _store(config).read_json(STATE)
-    return document if isinstance(document, dict) else None
-
-
-def _write_state(config: Config, state: dict[str, Any]) -> None:
-    _store(config).write_json(STATE, state)
-
-
 def _previously_captured(config: Config, database: str) -> list[str]:
-    state = _read_state(config) or {}
+    state = read_snapshot_state(config) or {}
     return [name.split(".", 1)[1] for name in state.get("tables", []) if name.split(".", 1)[0] == database]
 
 
@@ -95,7 +87,7 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
 def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
     """Snapshot every captured table; a snapshot that failed part-way resumes, reading only unfinished chunks."""
     started = time.monotonic()
-    state = _read_state(config)
+    state = read_snapshot_state(config)
     if state and state.get("status") == "completed":
         return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
     options, instances = prepare_source(config)
@@ -120,7 +112,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
         plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]
-    _write_state(config, {"status": "started", "tables": tables, "consistent_point": start, "plan": plan})
+    write_snapshot_state(config, {"status": "started", "tables": tables, "consistent_point": start, "plan": plan})
     rows: WriteSummary = {}
     if config.bool("include.schema.changes") and not resuming:
         rows.update(_write_schema_changes(spark, config, instances, start))
@@ -135,7 +127,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
                             dict(sorted(rows.items())), round(time.monotonic() - started, 3))
     starts = {f"{i.database}.{i.capture_instance}": format_sqlserver_lsn(i.start_lsn) for i in instances}
     known = {f"{i.database}.{i.capture_instance}": f"{i.database}.{i.qualified_name}" for i in instances}
-    _write_state(config, {**asdict(report), "status": "completed", "consistent_point": start, "plan": plan,
+    write_snapshot_state(config, {**asdict(report), "status": "completed", "consistent_point": start, "plan": plan,
                           "watermarks": watermarks, "capture_instance_starts": starts, "capture_instances": known})
     return report
 
@@ -156,7 +148,6 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
     """One CREATE schema change record per captured table (a handful of rows, built on the driver)."""
     options = config.as_properties(include_secrets=True)
     settings = format_settings(options)
-    source = source_block(settings)
     rows = []
     for instance in instances:
         change = schema_change.TableChange(
@@ -165,13 +156,7 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
         lsn = int(start[instance.database].replace(":", ""), 16) if start.get(instance.database) else 0
         event = ChangeEvent(instance.schema, instance.name, "r", None, None, Position(lsn, lsn, -3), 0,
                             snapshot="true", database=instance.database)
-        key, value = schema_change.schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
-        key_doc = {"schema": schema_change.key_schema("sqlserver"), "payload": key} \
-            if settings.key_schemas_enable else key
-        value_doc = {"schema": schema_change.value_schema("sqlserver", source), "payload": value} \
-            if settings.value_schemas_enable else value
-        rows.append(record(settings.topic_prefix, dumps(key_doc), dumps(value_doc), op="schema",
-                           position=event.position, ts_ms=0, table=instance.qualified_name))
+        rows.append(schema_change_record(settings, change, event, instance.qualified_name))
     if not rows:
         return {}
     frame = spark.createDataFrame(rows, EVENT_SCHEMA)  # type: ignore[arg-type]
@@ -185,13 +170,13 @@ def run_stream(spark: SparkSession, config: Config,
     mode = config.str("snapshot.mode")
     if mode in ("initial", "initial_only", "when_needed"):
         report.snapshot = run_snapshot(spark, config)
-    elif mode in ("schema_only", "no_data") and not _read_state(config):
+    elif mode in ("schema_only", "no_data") and not read_snapshot_state(config):
         report.snapshot = run_snapshot(spark, config, data=False)
     if mode == "initial_only":
         return report
     prepare_source(config)
     options = config.as_properties(include_secrets=True)
-    state = _read_state(config) or {}
+    state = read_snapshot_state(config) or {}
     if state.get("consistent_point"):
         options["cdckit.stream.start"] = json.dumps(state["consistent_point"])
     options[KNOWN_STARTS_OPTION] = json.dumps(state.get("capture_instance_starts", {}))

@@ -18,12 +18,11 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk
 from cdckit.events import ChangeEvent, Position
-from cdckit.formats.debezium import schema_change
-from cdckit.formats.debezium.envelope import TableFormat, dumps, format_settings, source_block
-from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns, schema_change_payloads
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
 from cdckit.spark.options import from_spark_options
-from cdckit.spark.records import record_builder
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool, record
+from cdckit.spark.records import record_builder, schema_change_record
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool
 
 
 class SchemaChangePartition(InputPartition):
@@ -117,11 +116,4 @@ def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id
                          tuple(describe_postgres_columns(table.columns)))
     event = ChangeEvent(table.schema, table.name, "r", None, None, position or Position(lsn, lsn, -3), now_ms(),
                         tx_id or None, snapshot="true" if kind == "CREATE" else "false", sequence=(None, lsn))
-    source = source_block(settings)
-    key, value = schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
-    key_text = dumps({"schema": schema_change.key_schema(settings.connector), "payload": key}
-                     if settings.key_schemas_enable else key)
-    value_text = dumps({"schema": schema_change.value_schema(settings.connector, source), "payload": value}
-                       if settings.value_schemas_enable else value)
-    return record(settings.topic_prefix, key_text, value_text, op="schema", position=event.position,
-                  ts_ms=event.source_ts_ms, table=f"{table.schema}.{table.name}")
+    return schema_change_record(settings, change, event, f"{table.schema}.{table.name}")

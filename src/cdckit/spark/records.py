@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats import qlik
+from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium import transaction as tx
 from cdckit.formats.debezium.envelope import (
     FormatSettings,
@@ -18,6 +19,7 @@ from cdckit.formats.debezium.envelope import (
     format_settings,
     heartbeat_messages,
     heartbeat_topic,
+    source_block,
 )
 from cdckit.formats.qlik import postgres as qlik_pg
 from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record
@@ -36,6 +38,20 @@ def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], t
     if options.get("cdckit.message.format", "debezium") == "qlik":
         return QlikRecordBuilder(options, lambda event: tables(event)[0], table_version)
     return RecordBuilder(options, format_settings(options), lambda event: tables(event)[1], transaction_id)
+
+
+def schema_change_record(settings: FormatSettings, change: schema_change.TableChange, event: ChangeEvent,
+                         table: str) -> EventRow:
+    """The schema change record (a table's CREATE or ALTER) on the ``topic.prefix`` topic, in the SQL Server
+    connector's format; ``event`` carries the position and source time the record reports."""
+    source = source_block(settings)
+    key, value = schema_change.schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
+    key_doc = {"schema": schema_change.key_schema(settings.connector), "payload": key} \
+        if settings.key_schemas_enable else key
+    value_doc = {"schema": schema_change.value_schema(settings.connector, source), "payload": value} \
+        if settings.value_schemas_enable else value
+    return record(settings.topic_prefix, dumps(key_doc), dumps(value_doc), op="schema", position=event.position,
+                  ts_ms=event.source_ts_ms, table=table)
 
 
 class RecordBuilder:

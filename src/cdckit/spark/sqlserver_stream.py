@@ -46,7 +46,7 @@ from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.spark.options import from_spark_options
-from cdckit.spark.records import record_builder
+from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool, record
 from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
@@ -320,20 +320,11 @@ def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:
 def alter_record(options: dict[str, str], instance: CaptureInstance) -> EventRow:
     """The ALTER schema change record of a table whose new capture instance takes over at its start LSN."""
     from cdckit.formats.debezium import schema_change
-    from cdckit.formats.debezium.envelope import dumps, source_block
 
-    settings = format_settings(options)
-    source = source_block(settings)
     change = schema_change.TableChange(
         "ALTER", instance.database, instance.schema, instance.name, instance.key_columns,
         tuple(schema_change.describe_sqlserver_columns(instance.columns, instance.identity_columns)))
     lsn = instance.start_lsn
     event = ChangeEvent(instance.schema, instance.name, "u", None, None, Position(lsn, lsn, -3), now_ms(),
                         database=instance.database)
-    key, value = schema_change.schema_change_payloads(change, event, source, settings.topic_prefix, now_ms())
-    key_doc = {"schema": schema_change.key_schema("sqlserver"), "payload": key} if settings.key_schemas_enable \
-        else key
-    value_doc = {"schema": schema_change.value_schema("sqlserver", source), "payload": value} \
-        if settings.value_schemas_enable else value
-    return record(settings.topic_prefix, dumps(key_doc), dumps(value_doc), op="schema", position=event.position,
-                  ts_ms=event.source_ts_ms, table=instance.qualified_name)
+    return schema_change_record(format_settings(options), change, event, instance.qualified_name)

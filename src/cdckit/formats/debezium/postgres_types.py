@@ -44,7 +44,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from cdckit import errors
 from cdckit.formats.debezium import pg_values as pv
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 Schema = dict[str, Any]
+RuleT = TypeVar("RuleT")
 TextConverter = Callable[[str], Any]
 
 
@@ -104,7 +105,7 @@ _KEY_ORDER = ("type", "items", "keys", "values", "fields", "optional", "name", "
 UNBOUNDED_VARBIT_LENGTH = 2147483647  # what pgjdbc reports as the length of varbit without a modifier
 
 
-def _core(type_: str, name: str | None = None, parameters: dict[str, str] | None = None, **extra: Any) -> Schema:
+def core_schema(type_: str, name: str | None = None, parameters: dict[str, str] | None = None, **extra: Any) -> Schema:
     schema: Schema = {"type": type_, **extra}
     if name is not None:
         schema["name"] = name
@@ -114,7 +115,17 @@ def _core(type_: str, name: str | None = None, parameters: dict[str, str] | None
     return schema
 
 
-def _finish(core: Schema, optional: bool, field: str | None = None) -> Schema:
+def select_rule(mode: str | None, rules: Mapping[str, RuleT], settings: object) -> RuleT:
+    """The rule a type row's mode setting (e.g. ``decimal_handling_mode``) picks; the only rule when it has none."""
+    if mode is None:
+        return rules["*"]
+    chosen = str(getattr(settings, mode))
+    if chosen not in rules:
+        raise ValueError(f"unknown {mode} {chosen!r}; expected one of {', '.join(rules)}")
+    return rules[chosen]
+
+
+def finish_schema(core: Schema, optional: bool, field: str | None = None) -> Schema:
     merged = {**core, "optional": optional}
     if field is not None:
         merged["field"] = field
@@ -122,7 +133,7 @@ def _finish(core: Schema, optional: bool, field: str | None = None) -> Schema:
 
 
 def _fixed(type_: str, name: str | None = None) -> Callable[[ColumnType], Schema]:
-    return lambda _column: _core(type_, name)
+    return lambda _column: core_schema(type_, name)
 
 
 def _always(convert: TextConverter) -> Callable[[ColumnType], TextConverter]:
@@ -140,7 +151,7 @@ def _identity(text: str) -> str:
 # ---- modifiers (atttypmod) ------------------------------------------------------------------------------------------
 
 
-def _numeric_typmod(column: ColumnType) -> tuple[int, int] | None:
+def numeric_typmod(column: ColumnType) -> tuple[int, int] | None:
     """(precision, scale) of numeric(p, s); scale may be negative (PostgreSQL 15+)."""
     if column.modifier < 4:
         return None
@@ -167,18 +178,19 @@ def _decimal_bytes(value: Decimal, scale: int) -> str:
 
 
 def _numeric_precise_schema(column: ColumnType) -> Schema:
-    typmod = _numeric_typmod(column)
+    typmod = numeric_typmod(column)
     if typmod is None:
-        fields = [_finish(_core("int32"), False, "scale"), _finish(_core("bytes"), False, "value")]
-        return {**_core("struct", "io.debezium.data.VariableScaleDecimal", fields=fields),
+        fields = [finish_schema(core_schema("int32"), False, "scale"),
+                  finish_schema(core_schema("bytes"), False, "value")]
+        return {**core_schema("struct", "io.debezium.data.VariableScaleDecimal", fields=fields),
                 "doc": "Variable scaled decimal"}
     precision, scale = typmod
     params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
-    return _core("bytes", "org.apache.kafka.connect.data.Decimal", params)
+    return core_schema("bytes", "org.apache.kafka.connect.data.Decimal", params)
 
 
 def _numeric_precise_convert(column: ColumnType) -> TextConverter:
-    typmod = _numeric_typmod(column)
+    typmod = numeric_typmod(column)
 
     def convert(text: str) -> Any:
         value = Decimal(text.strip())
@@ -206,7 +218,7 @@ _NUMERIC_ROW = TypeRow("decimal_handling_mode", {
     "string": TypeRule(_fixed("string"), _always(str.strip)),
 })
 _MONEY_ROW = TypeRow("decimal_handling_mode", {
-    "precise": TypeRule(lambda _c: _core("bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "2"}),
+    "precise": TypeRule(lambda _c: core_schema("bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "2"}),
                         _always(_money_precise)),
     "double": TypeRule(_fixed("double"), _always(lambda text: float(pv.parse_money(text)))),
     "string": TypeRule(_fixed("string"), _always(_money_string)),
@@ -263,8 +275,8 @@ def _bytea_rule(mode: str) -> TypeRule:
 def _bits_schema(column: ColumnType) -> Schema:
     length = _bit_length(column)
     if length <= 1:
-        return _core("boolean")
-    return _core("bytes", "io.debezium.data.Bits", {"length": str(length)})
+        return core_schema("boolean")
+    return core_schema("bytes", "io.debezium.data.Bits", {"length": str(length)})
 
 
 def _bits_convert(column: ColumnType) -> TextConverter:
@@ -277,7 +289,8 @@ def _hstore_json(text: str) -> str:
     return json.dumps(pv.parse_hstore(text), ensure_ascii=False, separators=(",", ":"))
 
 
-_HSTORE_MAP = _core("map", keys={"type": "string", "optional": False}, values={"type": "string", "optional": True})
+_HSTORE_MAP = core_schema("map", keys={"type": "string", "optional": False},
+                          values={"type": "string", "optional": True})
 _STRING_ROW = _one(_fixed("string"), _identity)
 
 TYPE_REGISTRY: dict[str, TypeRow] = {
@@ -329,7 +342,7 @@ def _unsupported(column: ColumnType, detail: str = "") -> UnsupportedTypeError:
 
 
 def _enum_rule(values: tuple[str, ...]) -> TypeRule:
-    return TypeRule(lambda _c: _core("string", "io.debezium.data.Enum", {"allowed": ",".join(values)}),
+    return TypeRule(lambda _c: core_schema("string", "io.debezium.data.Enum", {"allowed": ",".join(values)}),
                     _always(_identity))
 
 
@@ -337,12 +350,7 @@ def _scalar_rule(column: ColumnType, type_name: str, settings: MappingSettings) 
     row = TYPE_REGISTRY.get(type_name)
     if row is None:
         raise _unsupported(column)
-    if row.mode is None:
-        return row.rules["*"]
-    mode = str(getattr(settings, row.mode))
-    if mode not in row.rules:
-        raise ValueError(f"unknown {row.mode} {mode!r}; expected one of {', '.join(row.rules)}")
-    return row.rules[mode]
+    return select_rule(row.mode, row.rules, settings)
 
 
 def _array_rule(column: ColumnType, settings: MappingSettings) -> TypeRule:
@@ -356,7 +364,7 @@ def _array_rule(column: ColumnType, settings: MappingSettings) -> TypeRule:
         element = _scalar_rule(column, element_type, settings)
         items_optional = True
     element_column = replace(column, name=f"{column.name}-element", type_name=element_type, optional=True)
-    items = _finish(element.schema(element_column), items_optional)
+    items = finish_schema(element.schema(element_column), items_optional)
     convert_element = element.convert(element_column)
 
     def convert(text: str) -> list[Any]:
@@ -366,7 +374,7 @@ def _array_rule(column: ColumnType, settings: MappingSettings) -> TypeRule:
             raise _unsupported(column, " with a multi-dimensional array value") from None
         return [None if item is None else convert_element(item) for item in elements]
 
-    return TypeRule(lambda _c: _core("array", items=items), _always(convert))
+    return TypeRule(lambda _c: core_schema("array", items=items), _always(convert))
 
 
 def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
@@ -382,4 +390,4 @@ def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
     def convert(value: str | None) -> Any:
         return None if value is None else convert_text(value)
 
-    return MappedField(schema=_finish(rule.schema(column), column.optional, column.name), convert=convert)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert)

@@ -37,7 +37,7 @@ from typing import Any
 
 from cdckit import errors
 from cdckit.formats.debezium import pg_values as pv
-from cdckit.formats.debezium.postgres_types import MappedField
+from cdckit.formats.debezium.postgres_types import MappedField, core_schema, finish_schema, select_rule
 
 __all__ = [
     "TYPE_REGISTRY", "MappedField", "SqlServerColumn", "SqlServerMappingSettings", "SqlServerTypeRow",
@@ -86,26 +86,8 @@ class SqlServerTypeRow:
     rules: Mapping[str, SqlServerTypeRule]
 
 
-# ---- schema helpers (JsonConverter key order: type, optional, name, version, parameters, field) --------------------
-
-
-def _core(type_: str, name: str | None = None, parameters: dict[str, str] | None = None) -> Schema:
-    schema: Schema = {"type": type_}
-    if name is not None:
-        schema["name"] = name
-        schema["version"] = 1
-    if parameters is not None:
-        schema["parameters"] = parameters
-    return schema
-
-
-def _finish(core: Schema, optional: bool, field: str) -> Schema:
-    merged = {**core, "optional": optional, "field": field}
-    return {key: merged[key] for key in ("type", "optional", "name", "version", "parameters", "field") if key in merged}
-
-
 def _rule(type_: str, convert: Converter, name: str | None = None) -> SqlServerTypeRule:
-    return SqlServerTypeRule(lambda _column: _core(type_, name), lambda _column: convert)
+    return SqlServerTypeRule(lambda _column: core_schema(type_, name), lambda _column: convert)
 
 
 def _one(type_: str, convert: Converter, name: str | None = None) -> SqlServerTypeRow:
@@ -192,7 +174,7 @@ def _decimal_row(fixed: tuple[int, int] | None) -> SqlServerTypeRow:
     def precise_schema(column: SqlServerColumn) -> Schema:
         precision, scale = precision_scale(column)
         params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
-        return _core("bytes", "org.apache.kafka.connect.data.Decimal", params)
+        return core_schema("bytes", "org.apache.kafka.connect.data.Decimal", params)
 
     def precise(column: SqlServerColumn) -> Converter:
         scale = precision_scale(column)[1]
@@ -205,7 +187,7 @@ def _decimal_row(fixed: tuple[int, int] | None) -> SqlServerTypeRow:
     return SqlServerTypeRow("decimal_handling_mode", {
         "precise": SqlServerTypeRule(precise_schema, precise),
         "double": _rule("double", lambda value: float(_to_decimal(value))),
-        "string": SqlServerTypeRule(lambda _column: _core("string"), plain),
+        "string": SqlServerTypeRule(lambda _column: core_schema("string"), plain),
     })
 
 
@@ -405,12 +387,7 @@ def _rule_for(column: SqlServerColumn, settings: SqlServerMappingSettings) -> Sq
     row = TYPE_REGISTRY.get(column.type_name.strip().lower())
     if row is None:
         raise _unsupported(column)
-    if row.mode is None:
-        return row.rules["*"]
-    mode = str(getattr(settings, row.mode))
-    if mode not in row.rules:
-        raise ValueError(f"unknown {row.mode} {mode!r}; expected one of {', '.join(row.rules)}")
-    return row.rules[mode]
+    return select_rule(row.mode, row.rules, settings)
 
 
 def map_sqlserver_column(column: SqlServerColumn, settings: SqlServerMappingSettings) -> MappedField:
@@ -421,4 +398,4 @@ def map_sqlserver_column(column: SqlServerColumn, settings: SqlServerMappingSett
     def convert(value: Any) -> Any:
         return None if value is None else convert_value(value)
 
-    return MappedField(schema=_finish(rule.schema(column), column.optional, column.name), convert=convert)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert)

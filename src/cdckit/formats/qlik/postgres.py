@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from cdckit.events import UNAVAILABLE
 from cdckit.formats.debezium import pg_values as pv
-from cdckit.formats.debezium.postgres_types import ColumnType
+from cdckit.formats.debezium.postgres_types import ColumnType, numeric_typmod
 from cdckit.formats.qlik.model import QlikColumn, QlikTable, QlikValue
 
 __all__ = [
@@ -54,17 +54,9 @@ _FIXED: dict[str, str] = {
 }
 
 
-def _numeric_typmod(column: ColumnType) -> tuple[int, int] | None:
-    if column.modifier < 4:
-        return None
-    packed = column.modifier - 4
-    scale = packed & 0x7FF
-    return (packed >> 16) & 0xFFFF, scale - 0x800 if scale & 0x400 else scale
-
-
 def _numeric_shape(column: ColumnType) -> tuple[int, int] | None:
     """(precision, scale) of the Qlik NUMERIC, or None when the column maps to STRING."""
-    typmod = _numeric_typmod(column)
+    typmod = numeric_typmod(column)
     if typmod is None:
         return DEFAULT_NUMERIC
     precision, scale = typmod
@@ -88,7 +80,7 @@ def qlik_column(column: ColumnType, primary_key_position: int = 0) -> QlikColumn
     if name in ("numeric", "decimal"):
         shape = _numeric_shape(column)
         if shape is None:
-            typmod = _numeric_typmod(column)
+            typmod = numeric_typmod(column)
             return make("STRING", (typmod[0] if typmod else 0) + 2)  # digits, sign and point
         return make("NUMERIC", precision=shape[0], scale=shape[1])
     if name in ("varchar", "bpchar"):
