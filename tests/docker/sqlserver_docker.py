@@ -21,7 +21,9 @@ from typing import Any
 from cdckit.config import Config, validate
 from cdckit.config.properties import SQLSERVER_CONNECTOR
 from cdckit.dialect.sqlserver.connection import connection_string
-from cdckit.spark.sinks import read_records
+from readback import payload as payload
+from readback import records as records
+from readback import replay as replay
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPOSITORY / "containers" / "sqlserver-lab" / "compose.yml"
@@ -294,31 +296,6 @@ class SqlServerLab:
 def topic(table: str, database: str = DATABASE, schema: str = "dbo") -> str:
     """Debezium's SQL Server topic: ``<topic.prefix>.<database>.<schema>.<table>``."""
     return f"{TOPIC_PREFIX}.{database}.{schema}.{table}"
-
-
-def records(config: Config, name: str) -> list[dict[str, Any]]:
-    return list(read_records(config.str("cdckit.output.path"), name))
-
-
-def payload(document: Any) -> Any:
-    if isinstance(document, dict) and "payload" in document:
-        return document["payload"]
-    return document
-
-
-def replay(config: Config, name: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Apply a topic's records per key in order: the table as a consumer would rebuild it."""
-    state: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for record in records(config, name):
-        key = tuple(payload(record["key"]).values())
-        value = payload(record["value"])
-        if value is None:
-            continue  # tombstone
-        if value["op"] == "d":
-            state.pop(key, None)
-        else:
-            state[key] = value["after"]
-    return state
 
 
 def position(value: Mapping[str, Any]) -> tuple[int, str, str, int]:

@@ -9,7 +9,9 @@ import psycopg2
 
 from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
-from cdckit.spark.sinks import read_records
+from readback import payload as payload
+from readback import records as records
+from readback import replay as replay
 
 
 def make_config(postgres: Any, database: str, workdir: Path, **overrides: str) -> Config:
@@ -46,31 +48,6 @@ def fetch(dsn: str, query: str) -> list[tuple[Any, ...]]:
             return list(cur.fetchall())
     finally:
         conn.close()
-
-
-def records(config: Config, topic: str) -> list[dict[str, Any]]:
-    return list(read_records(config.str("cdckit.output.path"), topic))
-
-
-def payload(document: Any) -> Any:
-    if isinstance(document, dict) and "payload" in document:
-        return document["payload"]
-    return document
-
-
-def replay(config: Config, topic: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Apply a topic's records per key in order: the table as a consumer would rebuild it."""
-    state: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for record in records(config, topic):
-        key = tuple(payload(record["key"]).values())
-        value = payload(record["value"])
-        if value is None:
-            continue  # tombstone
-        if value["op"] == "d":
-            state.pop(key, None)
-        else:
-            state[key] = value["after"]
-    return state
 
 
 def positions_by_key(config: Config, topic: str) -> dict[tuple[Any, ...], list[tuple[int, int]]]:

@@ -9,12 +9,22 @@ exact set of differing paths so that any new difference (or a fix) shows up.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+from golden_compare import (
+    GOLDEN,
+    IGNORED,
+    SNAPSHOT_ENUM_SCHEMA,
+    TRANSACTION_FIELD_SCHEMA,
+    differences,
+    get,
+    golden_params,
+    ignore,
+    paths,
+)
 
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import FormatSettings, TableFormat
@@ -29,72 +39,7 @@ from cdckit.formats.debezium.source import SqlServerSource, parse_sqlserver_lsn
 from cdckit.formats.debezium.sqlserver_types import SqlServerColumn
 from cdckit.spark.records import RecordBuilder
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SETTINGS = FormatSettings(topic_prefix="server1", database="testDB", connector="sqlserver")
-IGNORED = "<ignored>"
-
-# Kafka Connect schemas as Debezium writes them, written out here (not imported from cdckit) so that the schema
-# comparison is not circular. (a): source.snapshot is an io.debezium.data.Enum string; (c): the envelope always
-# declares the optional transaction block.
-SNAPSHOT_ENUM_SCHEMA = {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-                        "parameters": {"allowed": "true,last,false,incremental"}, "default": "false",
-                        "field": "snapshot"}
-TRANSACTION_FIELD_SCHEMA = {
-    "type": "struct",
-    "fields": [{"type": "string", "optional": False, "field": "id"},
-               {"type": "int64", "optional": False, "field": "total_order"},
-               {"type": "int64", "optional": False, "field": "data_collection_order"}],
-    "optional": True, "name": "event.block", "version": 1, "field": "transaction",
-}
-
-
-# ---- comparison ---------------------------------------------------------------------------------------------------
-
-def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
-    """Field-for-field differences; JSON types must match exactly (1 != "1", true != 1), and so must the order
-    of object keys (JsonConverter output is compared as text by consumers of byte-compatible messages)."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        out = []
-        for key in expected:
-            sub = f"{path}.{key}" if path else key
-            if key not in actual:
-                out.append(f"{sub}: missing in cdckit output (seed: {expected[key]!r})")
-            else:
-                out += differences(expected[key], actual[key], sub)
-        out += [f"{path}.{key}: not in seed (cdckit: {actual[key]!r})" if path
-                else f"{key}: not in seed (cdckit: {actual[key]!r})" for key in actual if key not in expected]
-        common = [key for key in expected if key in actual]
-        if not out and common != [key for key in actual if key in expected]:
-            out.append(f"{path or '<root>'}: key order, seed {common}, cdckit {list(actual)}")
-        return out
-    if isinstance(expected, list) and isinstance(actual, list):
-        if len(expected) != len(actual):
-            return [f"{path}: seed has {len(expected)} items, cdckit {len(actual)}"]
-        pairs = enumerate(zip(expected, actual, strict=True))
-        return [d for i, (e, a) in pairs for d in differences(e, a, f"{path}[{i}]")]
-    if type(expected) is not type(actual) or expected != actual:
-        return [f"{path}: seed {expected!r}, cdckit {actual!r}"]
-    return []
-
-
-def paths(diffs: Sequence[str]) -> set[str]:
-    return {d.split(":", 1)[0] for d in diffs}
-
-
-def get(doc: Any, path: str) -> Any:
-    for part in path.split("."):
-        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
-    return doc
-
-
-def ignore(expected: Any, actual: Any, path: str) -> None:
-    """Replace the value at ``path`` on both sides (timestamps, doc placeholders, elided parts)."""
-    *parents, last = path.split(".")
-    exp, act = (get(expected, ".".join(parents)), get(actual, ".".join(parents))) if parents else (expected, actual)
-    if last in exp:
-        exp[last] = IGNORED
-        if last in act:
-            act[last] = IGNORED
 
 
 def normalise_envelope(golden: dict[str, Any], payload_path: str = "payload") -> None:
@@ -323,13 +268,7 @@ KNOWN_DIFFERENCES: dict[str, set[str]] = {
 }
 
 
-def _params() -> list[Any]:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="seed/cdckit difference: "
-                                                       + ", ".join(sorted(KNOWN_DIFFERENCES[name]))))
-            if name in KNOWN_DIFFERENCES else name for name in CASES]
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", golden_params(CASES, KNOWN_DIFFERENCES))
 def test_golden_matches(name: str) -> None:
     golden, actual = CASES[name]()
     assert differences(golden, actual) == []
