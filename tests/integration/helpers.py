@@ -9,6 +9,7 @@ import psycopg2
 
 from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
+from cdckit.lab.inventory import execute as execute
 from readback import payload as payload
 from readback import records as records
 from readback import replay as replay
@@ -27,17 +28,6 @@ def make_config(postgres: Any, database: str, workdir: Path, **overrides: str) -
     }
     properties.update({key.replace("__", "."): value for key, value in overrides.items()})
     return validate(properties)
-
-
-def execute(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn)
-    try:
-        for statement in statements:
-            with conn.cursor() as cur:
-                cur.execute(statement)
-            conn.commit()
-    finally:
-        conn.close()
 
 
 def fetch(dsn: str, query: str) -> list[tuple[Any, ...]]:

@@ -74,14 +74,19 @@ def create_inventory(dsn: str) -> None:
         conn.close()
 
 
-def apply_changes(dsn: str) -> int:
-    """Apply the demo's changes, one transaction each; returns how many statements ran."""
+def execute(dsn: str, *statements: str) -> None:
+    """Run each statement in a transaction of its own."""
     conn = psycopg2.connect(dsn)
     try:
-        for statement in CHANGES_SQL:
+        for statement in statements:
             with conn.cursor() as cur:
                 cur.execute(statement)
             conn.commit()
     finally:
         conn.close()
+
+
+def apply_changes(dsn: str) -> int:
+    """Apply the demo's changes, one transaction each; returns how many statements ran."""
+    execute(dsn, *CHANGES_SQL)
     return len(CHANGES_SQL)

@@ -82,13 +82,16 @@ class SqlServerModel:
         return _datetime(self.clock())
 
     # -- server -------------------------------------------------------------------------------------------------
-    @property
-    def agent_running(self) -> bool:
+    def _server_flag(self, name: str) -> bool:
         conn = store.open_sqlite(self.path)
         try:
-            return bool(store.server_value(conn, "agent_running"))
+            return bool(store.server_value(conn, name))
         finally:
             conn.close()
+
+    @property
+    def agent_running(self) -> bool:
+        return self._server_flag("agent_running")
 
     @agent_running.setter
     def agent_running(self, running: bool) -> None:
@@ -108,11 +111,7 @@ class SqlServerModel:
     @property
     def record_statements(self) -> bool:
         """When True, every statement answered through the DB-API is appended to ``statement_log()``."""
-        conn = store.open_sqlite(self.path)
-        try:
-            return bool(store.server_value(conn, "record_statements"))
-        finally:
-            conn.close()
+        return self._server_flag("record_statements")
 
     @record_statements.setter
     def record_statements(self, record: bool) -> None:
