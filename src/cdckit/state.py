@@ -40,6 +40,14 @@ class StateStore:
             self._fs = pafs.S3FileSystem(**kwargs)
             self._root = rest.rstrip("/")
 
+    def filesystem(self) -> tuple[Any, str]:
+        """The pyarrow filesystem and root path of the location (for data files kept beside the state)."""
+        if self.remote:
+            return self._fs, self._root
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), os.path.abspath(self.location)
+
     def _key(self, relative: str) -> str:
         return f"{self._root}/{relative.strip('/')}"
 

@@ -298,3 +298,14 @@ def test_kafka_and_spark_prefixed_keys_pass_through() -> None:
 def test_kafka_connect_keys_are_accepted_silently(key: str) -> None:
     config = validate({**BASE, key: "anything"})
     assert key not in config.as_properties()
+
+
+def test_the_lake_sink_refuses_settings_it_cannot_honour() -> None:
+    with pytest.raises(ConfigurationError) as failure:
+        validate({**BASE, "cdckit.sink": "lake", "cdckit.message.format": "qlik",
+                  "value.converter.schemas.enable": "false"})
+    message = str(failure.value)
+    assert "2 problems" in message
+    assert "cdckit.message.format=qlik is for the files, kafka and eventhubs sinks" in message
+    assert "remove value.converter.schemas.enable=false" in message
+    assert validate({**BASE, "cdckit.sink": "lake"}).str("cdckit.lake.path") == "cdckit-lake"

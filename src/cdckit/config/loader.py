@@ -318,6 +318,12 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
                         "with --set database.dbname=...")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
+    if values.get("cdckit.sink") == "lake":
+        if values.get("cdckit.message.format") == "qlik":
+            problems.append("cdckit.sink=lake writes change rows from Debezium envelopes; cdckit.message.format=qlik "
+                            "is for the files, kafka and eventhubs sinks")
+        if values.get("value.converter.schemas.enable") is False:
+            problems.append("cdckit.sink=lake reads each event's schema; remove value.converter.schemas.enable=false")
     if values.get("cdckit.sink") == "eventhubs":
         if not values.get("cdckit.eventhubs.namespace"):
             problems.append("cdckit.eventhubs.namespace is required for cdckit.sink=eventhubs")

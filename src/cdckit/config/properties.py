@@ -124,7 +124,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.qlik.task", "string", "", "Qlik lineage.task (default: the connector name)"),
     Property("cdckit.qlik.server", "string", "", "Qlik lineage.server (default: topic.prefix)"),
     Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console", "kafka",
-                                                                        "eventhubs")),
+                                                                        "eventhubs", "lake")),
     Property("topic.creation.enable", "bool", True, "create missing topics (else they must exist)"),
     Property("topic.creation.default.partitions", "int", -1, "partitions of created topics (-1: broker default)"),
     Property("topic.creation.default.replication.factor", "int", -1, "replication factor of created topics "
@@ -143,6 +143,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.eventhubs.tier", "choice", "standard", "Event Hubs tier (limits: basic 256 KB events and no "
              "compaction; others 1 MB)", choices=("basic", "standard", "premium", "dedicated")),
     Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
+    Property("cdckit.lake.path", "string", "cdckit-lake", "folder (or s3:// URI) of the lake sink's Parquet tables"),
     Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",
              "folder for the stream's Spark checkpoint and the snapshot's state"),
     Property("cdckit.trigger", "choice", "available-now", "available-now: process what exists and stop; "

@@ -171,7 +171,7 @@ def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
 
 
 class Sink:
-    """Where a job's records go: ``files``, ``console``, ``kafka`` or ``eventhubs`` (``cdckit.sink``)."""
+    """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
         self.kind = options.get("cdckit.sink", "files")
@@ -186,11 +186,19 @@ class Sink:
 
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
                  controls_dir: str | None = None) -> WriteSummary:
+        if self.kind == "lake":
+            found: list[str] = []
+            summary = self._lake(df, "snapshot", True, found)
+            if controls_dir:
+                _persist_controls(controls_dir, found)  # only once the lake files are published
+            if controls is not None:
+                controls.extend(found)
+            return summary
         if self._topics is None:
             return write_snapshot(df, self.kind, self.output, controls, controls_dir)
         from cdckit.spark.kafka_sink import write_kafka
 
-        found: list[str] = []
+        found = []
         summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found)
         if controls_dir:
             _persist_controls(controls_dir, found)  # only after the records are in Kafka
@@ -199,8 +207,33 @@ class Sink:
         return summary
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None) -> WriteSummary:
+        if self.kind == "lake":
+            ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
+            return self._lake(ordered, f"stream-{batch_id:012d}", False, controls)
         if self._topics is None:
             return write_stream_batch(df, batch_id, self.kind, self.output, controls)
         from cdckit.spark.kafka_sink import write_kafka
 
         return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls)
+
+    def _lake(self, df: DataFrame, label: str, per_partition: bool, controls: list[str] | None) -> WriteSummary:
+        """Stage the lake files on the executors, then check their schemas and publish them on the driver."""
+        from cdckit.spark.lake_sink import publish, stage_writer
+
+        location = self.options.get("cdckit.lake.path", "cdckit-lake")
+        staged: list[dict[str, Any]] = []
+        summary: Counter[str] = Counter()
+        for topic, item in df.rdd.mapPartitions(stage_writer(location, label, per_partition)).collect():
+            if topic == "_lake":
+                entry = json.loads(item)
+                staged.append(entry)
+                summary[entry["topic"]] += entry["rows"]
+            elif topic == "_control":
+                if controls is not None:
+                    controls.append(item)
+            else:
+                summary[topic] += item
+        for topic, changes in publish(location, staged, label).items():
+            for change in changes:
+                print(f"lake table {topic}: {change}", flush=True)
+        return dict(sorted(summary.items()))
