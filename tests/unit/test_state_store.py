@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,3 +70,39 @@ def test_schema_history_lives_beside_the_checkpoint(store_location: str) -> None
 def test_join_keeps_uri_slashes() -> None:
     assert join("s3a://bucket/base/", "stream") == "s3a://bucket/base/stream"
     assert join("checkpoint", "snapshot", "state.json") == "checkpoint/snapshot/state.json"
+
+
+def _event(op: str, row: dict[str, object], lsn: int, code_type: str = "int32") -> dict[str, object]:
+    row_schema = {"type": "struct", "optional": True, "name": "p.public.t.Value",
+                  "fields": [{"field": "id", "type": "int32"}, {"field": "code", "type": code_type, "optional": True}]}
+    fields = [{"field": "before", **row_schema}, {"field": "after", **row_schema}]
+    value = {"schema": {"type": "struct", "fields": fields},
+             "payload": {"before": row if op == "d" else None, "after": None if op == "d" else row, "op": op}}
+    return {"topic": "p.public.t", "key": json.dumps({"id": row["id"]}), "value": json.dumps(value), "op": op,
+            "table": "public.t", "commit_lsn": lsn, "lsn": lsn, "serial": 0, "source_ts_ms": 1}
+
+
+def test_lake_files_are_staged_then_published_beside_their_schema(store_location: str) -> None:
+    import pyarrow.parquet as pq
+
+    from cdckit.spark.lake_sink import LakeSchemaError, publish, stage_writer
+
+    lake = store_location.replace("/checkpoint", "/lake")
+    batch = [_event("c", {"id": 1, "code": 7}, 10), _event("d", {"id": 1, "code": 7}, 11),
+             {"topic": "p.public.t", "op": "tombstone", "value": None}]
+    staged = [json_doc for kind, json_doc in stage_writer(lake, "stream-000000000001", False)(batch)
+              if kind == "_lake"]
+    assert len(staged) == 1
+    publish(lake, [json.loads(s) for s in staged], "stream-000000000001")
+    store = StateStore(lake)
+    fs, root = store.filesystem()
+    assert store.names("p.public.t") == ["_cdckit_lake.json", "stream-000000000001-0.parquet"]
+    table = pq.read_table(f"{root}/p.public.t/stream-000000000001-0.parquet", filesystem=fs)
+    assert table.to_pydict() == {"id": [1, 1], "code": [7, 7], "__op": ["c", "d"], "__deleted": [False, True],
+                                 "__source_ts_ms": [1, 1], "__commit_lsn": [10, 11], "__lsn": [10, 11],
+                                 "__serial": [0, 0]}
+    retyped = [_event("c", {"id": 2, "code": "x"}, 12, code_type="string")]
+    staged = [s for kind, s in stage_writer(lake, "stream-000000000002", False)(retyped) if kind == "_lake"]
+    with pytest.raises(LakeSchemaError, match="column 'code' changed from int to string"):
+        publish(lake, [json.loads(s) for s in staged], "stream-000000000002")
+    assert store.names("p.public.t") == ["_cdckit_lake.json", "stream-000000000001-0.parquet"]

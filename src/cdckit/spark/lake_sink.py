@@ -182,7 +182,7 @@ class _StagedFile:
         import pyarrow.parquet as pq
 
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.fs.open_output_stream(self.path), self.arrow)
+            self._writer = pq.ParquetWriter(self.path, self.arrow, filesystem=self.fs)
         table = pa.Table.from_arrays([pa.array(values, type=field.type) for values, field in
                                       zip(self.columns, self.arrow, strict=True)], schema=self.arrow)
         self._writer.write_table(table)
