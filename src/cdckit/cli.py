@@ -1,10 +1,11 @@
-"""The ``cdckit`` command: demo, snapshot, stream, validate, properties.
+"""The ``cdckit`` command: demo, snapshot, stream, schema-evolution, quality, validate, properties.
 
 Examples::
 
     cdckit demo
     cdckit snapshot connector.json --set snapshot.fetch.size=5000
     cdckit stream connector.properties --set cdckit.trigger=processing-time
+    cdckit quality connector.json --input cdckit-output --report quality-report
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -22,6 +24,7 @@ from cdckit.config.properties import PROPERTIES
 from cdckit.errors import CdcKitError, wrapped_message
 
 EXIT_USER_ERROR = 2
+EXIT_QUALITY_FAILED = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the embedded end-to-end demo")
     demo.add_argument("--workdir", type=Path, default=Path(".cdckit-demo"), help="where the demo keeps its files")
+    demo.add_argument("--quality-report", type=Path, help="also run the quality suites (with reconciliation) on the "
+                                                          "demo's output and write their report to this folder")
     for name, text in (("snapshot", "take the initial snapshot"),
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
                        ("schema-evolution", "SQL Server: rotate capture instances of tables whose structure "
@@ -41,6 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="override one property (repeatable)")
         if name == "schema-evolution":
             sub.add_argument("--plan", action="store_true", help="print the T-SQL for a DBA instead of running it")
+    quality = commands.add_parser("quality", help="check emitted records with the data-quality suites")
+    quality.add_argument("config", type=Path, nargs="?", help="the connector configuration the records were "
+                         "produced with (handling modes; the source for reconciliation)")
+    quality.add_argument("--input", required=True, help="a files-sink folder, or a Kafka topic pattern (Java "
+                         "regular expression; kafka.bootstrap.servers from the configuration or --set)")
+    quality.add_argument("--report", type=Path, default=Path("quality-report"), help="report folder (Data Docs, "
+                         "summary.md, summary.json)")
+    quality.add_argument("--no-reconcile", action="store_true", help="skip the comparison with the source tables")
+    quality.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="override one property (repeatable)")
     commands.add_parser("properties", help="list every property with its default")
     return parser
 
@@ -81,8 +96,11 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "demo":
         from cdckit.demo import run_demo
 
-        run_demo(args.workdir, console)
-        return 0
+        result = run_demo(args.workdir, console, quality_report=args.quality_report)
+        quality_report = result.get("quality")
+        return EXIT_QUALITY_FAILED if quality_report is not None and not quality_report.success else 0
+    if args.command == "quality":
+        return _quality(args, console)
     config = _load(args)
     if args.command == "validate":
         for key, value in sorted(config.redacted().items()):
@@ -108,6 +126,50 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     console.print(f"stream stopped after {stream.batches} batch(es), {stream.events} records; last offset "
                   f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
     return 0
+
+
+def _quality(args: argparse.Namespace, console: Console) -> int:
+    from cdckit.quality import check_records
+    from cdckit.quality.records import QualityInputError, read_files, read_kafka
+    from cdckit.spark.session import get_spark
+
+    if args.config is not None:
+        config = _load(args)
+        options = config.as_properties(include_secrets=True)
+        reconcile = not args.no_reconcile and not config.is_sqlserver
+    else:
+        options = {}
+        for item in args.overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise QualityInputError(f"--set {item!r} is not KEY=VALUE")
+            options[key.strip()] = value.strip()
+        reconcile = False
+    from_files = Path(args.input).is_dir()
+    if not from_files and not options.get("kafka.bootstrap.servers"):
+        raise QualityInputError(f"--input {args.input!r} is not a folder; as a Kafka topic pattern it needs "
+                                f"kafka.bootstrap.servers (in the configuration or --set)")
+    spark = get_spark(kafka=not from_files)
+    records = read_files(spark, args.input) if from_files else read_kafka(spark, args.input, options)
+    report = check_records(records, options, args.report, reconcile=reconcile)
+    print_quality(console, report, args.report)
+    return 0 if report.success else EXIT_QUALITY_FAILED
+
+
+def print_quality(console: Console, report: Any, folder: Path) -> None:
+    """The report's verdict, its failed expectations with examples, and where the full report is."""
+    for note in report.notes:
+        console.print(f"  note: {note}", highlight=False, markup=False)
+    for outcome in report.failed():
+        console.print(f"  FAILED {outcome.suite}: {outcome.check} ({outcome.unexpected} of {outcome.checked})",
+                      highlight=False, markup=False)
+        for example in outcome.examples[:3]:
+            console.print(f"      e.g. {example}", highlight=False, markup=False)
+    verdict = "passed" if report.success else "FAILED"
+    met = len(report.outcomes) - len(report.failed())
+    console.print(f"quality {verdict}: {met} of {len(report.outcomes)} expectations met; report in "
+                  f"{folder}/summary.md, Data Docs in {folder}/gx/uncommitted/data_docs/local_site/index.html",
+                  highlight=False, markup=False)
 
 
 def _schema_evolution(config: Config, plan_only: bool, console: Console) -> int:

@@ -37,7 +37,7 @@ def demo_config(pg: EmbeddedPostgres, workdir: Path) -> Config:
     })
 
 
-def run_demo(workdir: Path, console: Console | None = None) -> dict[str, Any]:
+def run_demo(workdir: Path, console: Console | None = None, quality_report: Path | None = None) -> dict[str, Any]:
     console = console or Console()
     started = time.monotonic()
     workdir = workdir.resolve()
@@ -76,13 +76,30 @@ def run_demo(workdir: Path, console: Console | None = None) -> dict[str, Any]:
             console.rule(f"one {kind} record (topic {record['topic']}; value schema omitted here, kept in the files)")
             shown = {"key": _payload(record["key"]), "value": _payload(record["value"])}
             console.print_json(json.dumps(shown))
+        result: dict[str, Any] = {"snapshot": snapshot, "stream": stream, "examples": examples}
+        if quality_report is not None:
+            result["quality"] = _quality(spark, config, quality_report, console)
         elapsed = time.monotonic() - started
         console.rule()
         console.print(f"events are in {config.str('cdckit.output.path')}/<topic>/*.jsonl; finished in {elapsed:.1f}s")
-        return {"snapshot": snapshot, "stream": stream, "examples": examples, "seconds": elapsed}
+        return {**result, "seconds": elapsed}
     finally:
         with console.status("stopping PostgreSQL"):
             pg.stop()
+
+
+def _quality(spark: Any, config: Config, folder: Path, console: Console) -> Any:
+    """The quality suites on the demo's output, reconciled with the still running source."""
+    from cdckit.cli import print_quality
+    from cdckit.quality import check_records
+    from cdckit.quality.records import read_files
+
+    console.rule("quality: envelopes, type mappings, reconciliation with the source tables")
+    with console.status("running the Great Expectations suites"):
+        report = check_records(read_files(spark, config.str("cdckit.output.path")),
+                               config.as_properties(include_secrets=True), folder, reconcile=True)
+    print_quality(console, report, folder)
+    return report
 
 
 def _payload(document: Any) -> Any:

@@ -1,0 +1,109 @@
+"""Data-quality suites for what cdckit emits (Great Expectations 1.x on Spark).
+
+Library use, from any Spark job, on a DataFrame of records (``topic``, ``key``, ``value`` as JSON text; ``part``
+and ``seq`` give the consumer order when present, as from Kafka's ``partition`` and ``offset``)::
+
+    from cdckit.quality import check_records
+    report = check_records(records_df, options={"tombstones.on.delete": "true"})
+    assert report.success, report.to_markdown()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdckit.quality.report import QualityReport, SuiteRun, run_suites, write_summaries
+
+__all__ = ["QualityReport", "check_records", "suite_runs"]
+
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
+def _ordered(records: DataFrame) -> DataFrame:
+    columns = set(records.columns)
+    if "partition" in columns and "part" not in columns:
+        records = records.withColumnRenamed("partition", "part")
+    if "offset" in columns and "seq" not in columns:
+        records = records.withColumnRenamed("offset", "seq")
+    if "part" not in records.columns:
+        records = records.withColumn("part", F.lit(0))
+    if "seq" not in records.columns:
+        records = records.withColumn("seq", F.monotonically_increasing_id())
+    return records.select("topic", "part", "seq", F.col("key").cast("string").alias("key"),
+                          F.col("value").cast("string").alias("value"))
+
+
+def suite_runs(records: DataFrame, options: Mapping[str, str] | None = None, notes: list[str] | None = None,
+               catalog: DataFrame | None = None) -> list[SuiteRun]:
+    """The suites that apply to these records, each with the frame it validates. ``catalog`` adds source column
+    types (see ``types.source_columns_from_catalog``) to those the schema change records give."""
+    from cdckit.quality import envelopes, qlik, types
+
+    options = options or {}
+    notes = notes if notes is not None else []
+    classified = envelopes.classify(_ordered(records))
+    envelope_rows = envelopes.envelope_frame(classified)
+    sources = types.source_columns_from_records(classified)
+    if catalog is not None:
+        sources = sources.unionByName(catalog).dropDuplicates(["schema", "table", "column"])
+    spark = records.sparkSession
+    if options.get("cdckit.message.format") != "qlik" and not _schemas_enabled(options):
+        notes.append("type mappings not checked: the values carry no schema (value.converter.schemas.enable=false)")
+    return [
+        SuiteRun("envelopes", envelope_rows, envelopes.envelope_expectations(options), ["record"]),
+        SuiteRun("transactions", envelopes.transaction_frame(classified, envelope_rows),
+                 envelopes.transaction_expectations(), ["id"]),
+        SuiteRun("type_mappings", types.type_frame(types.field_frame(classified), sources,
+                                                   types.reference(spark, options)),
+                 types.type_expectations(), ["record"]),
+        SuiteRun("values", types.value_frame(classified), types.value_expectations(), ["record"]),
+        SuiteRun("decimal_scales", types.decimal_scale_frame(classified, sources), types.decimal_scale_expectations(),
+                 ["record"]),
+        SuiteRun("qlik", qlik.qlik_frame(classified), qlik.qlik_expectations(), ["record"]),
+    ]
+
+
+def _schemas_enabled(options: Mapping[str, str]) -> bool:
+    return str(options.get("value.converter.schemas.enable", "true")).lower() != "false"
+
+
+def check_records(records: DataFrame, options: Mapping[str, str] | None = None, report_dir: Path | None = None,
+                  reconcile: bool = False) -> QualityReport:
+    """Run the suites on a DataFrame of records; with ``report_dir``, write Data Docs and the summaries there.
+
+    ``options`` is the connector configuration the records were produced with (handling modes, tombstones); with
+    ``reconcile`` (PostgreSQL / YugabyteDB) it also names the source database, whose catalog gives the column types
+    and whose tables are compared with the replayed events."""
+    from cdckit.quality import envelopes, types
+    from cdckit.quality import reconcile as rec
+
+    options = dict(options or {})
+    notes: list[str] = []
+    holder = None
+    catalog = types.source_columns_from_catalog(records.sparkSession, options) if reconcile else None
+    runs = suite_runs(records, options, notes, catalog)
+    try:
+        if reconcile:
+            state = rec.replayed_state(envelopes.classify(_ordered(records)))
+            source, holder = rec.source_state(records.sparkSession, options)
+            keyed = rec.reconcile_frame(state, source)
+            runs += [SuiteRun("reconciliation_counts", rec.count_frame(state, source), rec.count_expectations(),
+                              ["topic"]),
+                     SuiteRun("reconciliation_rows", keyed, rec.reconcile_expectations(), ["record"])]
+        else:
+            notes.append("reconciliation not run: it needs the source database (pass its configuration)")
+        report = run_suites(runs, report_dir)
+        if reconcile:
+            report.notes.extend(f"first difference: {line}" for line in rec.first_differences(keyed))
+    finally:
+        if holder is not None:
+            holder.close()
+    report.notes[:0] = notes
+    if report_dir is not None:
+        write_summaries(report, report_dir)
+    return report

@@ -1,0 +1,200 @@
+"""The envelope and transaction suites: what every Debezium data event, tombstone and transaction record must
+satisfy, as Great Expectations expectations over Spark frames derived from the records.
+
+``envelope_frame`` derives one row per data event (op, before, after, source fields, the position, whether the key
+equals the row's key columns, whether its position follows the previous one of its key, whether a tombstone
+follows a delete); ``transaction_frame`` one row per transaction END record with the data events counted for it.
+Everything is computed by Spark (window functions and joins); only failing examples reach the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+OPS = ["c", "u", "d", "r"]
+SNAPSHOT_MARKERS = ["true", "first", "last", "first_in_data_collection", "last_in_data_collection", "incremental"]
+COMMON_SOURCE = ("version", "connector", "name", "ts_ms", "snapshot", "db", "schema", "table")
+SOURCE_FIELDS = {
+    "postgresql": ((*COMMON_SOURCE, "txId", "lsn", "xmin"), (*COMMON_SOURCE, "lsn")),
+    "YugabyteDB": ((*COMMON_SOURCE, "txId", "lsn", "xmin"), (*COMMON_SOURCE, "lsn")),
+    "sqlserver": ((*COMMON_SOURCE, "change_lsn", "commit_lsn", "event_serial_no"), (*COMMON_SOURCE, "commit_lsn")),
+}
+EARLIEST_MS = 946_684_800_000  # 2000-01-01: an earlier ts_ms is a unit or clock error
+UNAVAILABLE = "__debezium_unavailable_value"
+
+
+def _json(column: str, path: str) -> Column:
+    return F.get_json_object(F.col(column), path)
+
+
+def classify(records: DataFrame) -> DataFrame:
+    """Add ``payload`` (the value without its schema), ``key_payload`` and ``kind``: data, tombstone,
+    transaction, schema (a schema change record), heartbeat or qlik."""
+    with_schema = _json("value", "$.schema").isNotNull() & _json("value", "$.payload").isNotNull()
+    payload = F.when(with_schema, _json("value", "$.payload")).otherwise(F.col("value"))
+    key_with_schema = _json("key", "$.schema").isNotNull() & _json("key", "$.payload").isNotNull()
+    frame = records.withColumn("payload", payload).withColumn(
+        "key_payload", F.when(key_with_schema, _json("key", "$.payload")).otherwise(F.col("key")))
+    p = F.col("payload")
+    kind = (F.when(F.col("value").isNull(), "tombstone")
+            .when(F.col("topic").startswith("__debezium-heartbeat"), "heartbeat")
+            .when(F.get_json_object(p, "$.tableChanges").isNotNull(), "schema")
+            .when(F.get_json_object(p, "$.status").isNotNull() & F.get_json_object(p, "$.op").isNull(),
+                  "transaction")
+            .when(F.get_json_object(p, "$.message").isNotNull() | F.get_json_object(p, "$.magic").isNotNull(),
+                  "qlik")
+            .otherwise("data"))
+    return frame.withColumn("kind", kind)
+
+
+def _position(connector: Column) -> Column:
+    """A string that orders a key's events: PostgreSQL / YugabyteDB ``source.lsn``; SQL Server ``commit_lsn``,
+    ``change_lsn``, ``event_serial_no`` (fixed-width hex LSNs compare as text)."""
+    source = F.col("source")
+    sqlserver = F.concat_ws(":", F.get_json_object(source, "$.commit_lsn"),
+                            F.coalesce(F.get_json_object(source, "$.change_lsn"), F.lit("")),
+                            F.lpad(F.coalesce(F.get_json_object(source, "$.event_serial_no"), F.lit("0")), 10, "0"))
+    return F.when(connector == "sqlserver", sqlserver).otherwise(F.lpad(F.get_json_object(source, "$.lsn"), 20, "0"))
+
+
+def _source_missing(connector: Column) -> Column:
+    """The source fields a data event lacks for its connector (absent, or null where a value is required),
+    comma-separated; null when complete."""
+    keys = F.json_object_keys(F.col("source"))
+    parts = []
+    for name, (present, required) in SOURCE_FIELDS.items():
+        no_keys = F.array().cast("array<string>")
+        absent = F.array_except(F.array(*[F.lit(f) for f in present]), F.coalesce(keys, no_keys))
+        nulls = F.filter(F.array(*[F.when(F.get_json_object(F.col("source"), f"$.{f}").isNull(), F.lit(f))
+                                   for f in required]), lambda x: x.isNotNull())
+        parts.append((name, F.array_union(absent, nulls)))
+    missing = F.when(connector.isNull(), F.array(F.lit("connector")))
+    for name, found in parts:
+        missing = missing.when(connector == name, found)
+    missing = missing.otherwise(F.array(F.concat(F.lit("connector (unknown: "), connector, F.lit(")"))))
+    return F.when(F.size(missing) > 0, F.array_join(missing, ",")).otherwise(F.lit(None))
+
+
+def _sorted_entries(column: Column) -> Column:
+    return F.to_json(F.array_sort(F.map_entries(column)))
+
+
+def envelope_frame(classified: DataFrame) -> DataFrame:
+    """One row per data event (replays included) with the columns the envelope suite checks."""
+    by_key = Window.partitionBy("topic", "key").orderBy("part", "seq")
+    flagged = classified.withColumn("next_kind", F.coalesce(F.lead("kind").over(by_key), F.lit("nothing")))
+    data = flagged.where(F.col("kind") == "data")
+    p = F.col("payload")
+    data = data.select(
+        "topic", "part", "seq", "key", "key_payload", "next_kind",
+        F.get_json_object(p, "$.op").alias("op"),
+        F.get_json_object(p, "$.before").alias("before"),
+        F.get_json_object(p, "$.after").alias("after"),
+        F.get_json_object(p, "$.ts_ms").cast("long").alias("ts_ms"),
+        F.get_json_object(p, "$.source").alias("source"),
+        F.get_json_object(p, "$.transaction.id").alias("transaction_id"))
+    connector = F.get_json_object(F.col("source"), "$.connector")
+    data = data.select(
+        "*", connector.alias("connector"),
+        F.lower(F.get_json_object(F.col("source"), "$.snapshot")).alias("snapshot"),
+        F.get_json_object(F.col("source"), "$.ts_ms").cast("long").alias("source_ts_ms"),
+        _position(connector).alias("position"),
+        _source_missing(connector).alias("source_missing"))
+    key_map = F.from_json(F.col("key_payload"), "map<string,string>")
+    row = F.from_json(F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after")), "map<string,string>")
+    in_key = F.map_filter(row, lambda k, _v: F.array_contains(F.map_keys(key_map), k))
+    before_map = F.from_json(F.col("before"), "map<string,string>")
+    after_map = F.from_json(F.col("after"), "map<string,string>")
+    before_shape = (F.when(F.col("before").isNull(), "none")
+                    .when(F.array_sort(F.map_keys(before_map)) == F.array_sort(F.map_keys(after_map)), "full")
+                    .when(F.array_sort(F.map_keys(before_map)) == F.array_sort(F.map_keys(key_map)), "key")
+                    .otherwise("partial"))
+    data = data.select(
+        "*", _sorted_entries(key_map).alias("key_values"), _sorted_entries(in_key).alias("row_key_values"),
+        before_shape.alias("before_shape"),
+        F.concat_ws(" ", "topic", "key_payload", F.concat(F.lit("@"), "position"), "op").alias("record"))
+    # Replays (the same key, position and op again) are dropped before the order is checked.
+    first = Window.partitionBy("topic", "key", "position", "op").orderBy("part", "seq")
+    ordered = Window.partitionBy("topic", "key").orderBy("part", "seq")
+    data = data.withColumn("replay", F.row_number().over(first) > 1)
+    unique = data.where(~F.col("replay")).withColumn("previous_position", F.lag("position").over(ordered))
+    unique = unique.withColumn("order_ok", F.col("previous_position").isNull()
+                               | (F.col("position") > F.col("previous_position")))
+    return unique
+
+
+def transaction_frame(classified: DataFrame, envelopes: DataFrame) -> DataFrame:
+    """One row per transaction END record: its ``event_count`` and the distinct data events carrying its id."""
+    p = F.col("payload")
+    ends = classified.where((F.col("kind") == "transaction")
+                            & (F.get_json_object(p, "$.status") == "END")).select(
+        F.get_json_object(p, "$.id").alias("id"),
+        F.get_json_object(p, "$.event_count").cast("long").alias("event_count")).dropDuplicates(["id"])
+    counted = envelopes.where(F.col("transaction_id").isNotNull()).groupBy(
+        F.col("transaction_id").alias("id")).agg(F.count(F.lit(1)).alias("data_events"))
+    return ends.join(counted, "id", "left").select(
+        "id", "event_count", F.coalesce("data_events", F.lit(0)).cast("long").alias("data_events"))
+
+
+def envelope_expectations(options: Mapping[str, str] | None = None) -> list[Any]:
+    """The envelope suite. ``options`` (the connector configuration, if known) say whether tombstones follow
+    deletes (``tombstones.on.delete``, default true)."""
+    import great_expectations as gx
+
+    options = options or {}
+    e = gx.expectations
+    spark = {"condition_parser": "spark"}
+    now_ms = int(time.time() * 1000)
+    tombstones = str(options.get("tombstones.on.delete", "true")).lower() == "true"
+    expectations = [
+        e.ExpectColumnValuesToBeInSet(column="op", value_set=OPS, meta={"check": "op is c, u, d or r"}),
+        e.ExpectColumnValuesToBeNull(column="before", row_condition='op = "c"', **spark,
+                                     meta={"check": "a create has no before"}),
+        e.ExpectColumnValuesToNotBeNull(column="after", row_condition='op IN ("c", "u", "r")', **spark,
+                                        meta={"check": "a create, update or read has an after"}),
+        e.ExpectColumnValuesToNotBeNull(column="before", row_condition='op = "d"', **spark,
+                                        meta={"check": "a delete has a before"}),
+        e.ExpectColumnValuesToBeNull(column="after", row_condition='op = "d"', **spark,
+                                     meta={"check": "a delete has no after"}),
+        e.ExpectColumnValuesToBeInSet(column="before_shape", value_set=["none", "full", "key"],
+                                      row_condition='op = "u"', **spark,
+                                      meta={"check": "an update's before is absent (REPLICA IDENTITY DEFAULT), the "
+                                                     "key (USING INDEX) or the whole row (FULL)"}),
+        e.ExpectColumnValuesToBeInSet(column="before_shape", value_set=["full"],
+                                      row_condition='op = "u" AND connector = "sqlserver"', **spark,
+                                      meta={"check": "a SQL Server update has the whole before row"}),
+        e.ExpectColumnValuesToBeInSet(column="snapshot", value_set=SNAPSHOT_MARKERS, row_condition='op = "r"',
+                                      **spark, meta={"check": "a read (snapshot) event has the snapshot marker set"}),
+        e.ExpectColumnValuesToBeInSet(column="snapshot", value_set=["false"], row_condition='op IN ("c", "u", "d")',
+                                      **spark, meta={"check": "a streamed event has source.snapshot false"}),
+        e.ExpectColumnValuesToBeNull(column="source_missing",
+                                     meta={"check": "the source block has every field of its connector"}),
+        e.ExpectColumnValuesToBeBetween(column="ts_ms", min_value=EARLIEST_MS, max_value=now_ms + 86_400_000,
+                                        meta={"check": "ts_ms is a plausible time in milliseconds"}),
+        e.ExpectColumnValuesToBeBetween(column="source_ts_ms", min_value=EARLIEST_MS, max_value=now_ms + 86_400_000,
+                                        meta={"check": "source.ts_ms is a plausible time in milliseconds"}),
+        e.ExpectColumnPairValuesToBeEqual(column_A="key_values", column_B="row_key_values",
+                                          meta={"check": "the key equals the key columns of after (before for "
+                                                         "deletes)"}),
+        e.ExpectColumnValuesToBeInSet(column="order_ok", value_set=[True],
+                                      meta={"check": "per key, positions strictly increase once replays are "
+                                                     "dropped"}),
+    ]
+    if tombstones:
+        expectations.append(e.ExpectColumnValuesToBeInSet(
+            column="next_kind", value_set=["tombstone"], row_condition='op = "d"', **spark,
+            meta={"check": "a tombstone follows each delete (tombstones.on.delete)"}))
+    return expectations
+
+
+def transaction_expectations() -> list[Any]:
+    import great_expectations as gx
+
+    return [gx.expectations.ExpectColumnPairValuesToBeEqual(
+        column_A="event_count", column_B="data_events",
+        meta={"check": "a transaction's END event_count equals the data events carrying its id"})]

@@ -1,0 +1,153 @@
+"""Running suites with Great Expectations and writing the reports.
+
+A report folder gets the Great Expectations project (``gx/``, whose ``uncommitted/data_docs/local_site/index.html``
+is the Data Docs site; its pages load their styles from public CDNs) and a self-contained summary:
+``summary.md`` and ``summary.json`` (suite, check, expectation, result, failing examples).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+EXAMPLES = 10
+
+
+@dataclass
+class Outcome:
+    suite: str
+    check: str
+    expectation: str
+    arguments: dict[str, Any]
+    success: bool
+    checked: int
+    unexpected: int
+    examples: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class SuiteRun:
+    name: str
+    frame: DataFrame
+    expectations: list[Any]
+    id_columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class QualityReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    data_docs: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return all(o.success for o in self.outcomes)
+
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.success]
+
+    def outcome(self, suite: str, check: str) -> Outcome:
+        for found in self.outcomes:
+            if found.suite == suite and found.check == check:
+                return found
+        raise KeyError(f"no check {check!r} in suite {suite!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"success": self.success, "rows": self.rows, "notes": self.notes, "data_docs": self.data_docs,
+                "outcomes": [asdict(o) for o in self.outcomes]}
+
+    def to_markdown(self) -> str:
+        failed = len(self.failed())
+        lines = ["# cdckit quality report", "",
+                 f"**{'PASSED' if self.success else 'FAILED'}**: {len(self.outcomes) - failed} of "
+                 f"{len(self.outcomes)} expectations met.", ""]
+        if self.rows:
+            lines += ["Rows checked: " + ", ".join(f"{suite} {count}" for suite, count in self.rows.items()), ""]
+        for note in self.notes:
+            lines.append(f"- {note}")
+        if self.notes:
+            lines.append("")
+        lines += ["| suite | check | expectation | result | unexpected / checked | failing examples |",
+                  "|---|---|---|---|---|---|"]
+        for o in self.outcomes:
+            examples = "; ".join(_short(e) for e in o.examples[:3])
+            lines.append(f"| {o.suite} | {o.check} | `{o.expectation}` | {'pass' if o.success else '**FAIL**'} | "
+                         f"{o.unexpected} / {o.checked} | {examples.replace('|', '/')} |")
+        return "\n".join(lines) + "\n"
+
+
+def _short(example: Any) -> str:
+    text = example if isinstance(example, str) else json.dumps(example, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _context(report_dir: Path | None) -> Any:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import logging
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    if report_dir is None:
+        context = gx.get_context(mode="ephemeral")
+    else:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        context = gx.get_context(mode="file", project_root_dir=str(report_dir.resolve()))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+def run_suites(runs: list[SuiteRun], report_dir: Path | None = None) -> QualityReport:
+    """Validate each frame against its suite. With ``report_dir``, Data Docs and the summaries are written there."""
+    import great_expectations as gx
+
+    context = _context(report_dir)
+    source = context.data_sources.add_or_update_spark(name="cdckit")
+    report = QualityReport()
+    for run in runs:
+        with contextlib.suppress(Exception):  # not there yet
+            source.delete_asset(run.name)
+        batch_definition = source.add_dataframe_asset(name=run.name).add_batch_definition_whole_dataframe("all")
+        suite = context.suites.add_or_update(gx.ExpectationSuite(name=run.name, expectations=run.expectations))
+        definition = context.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=run.name, data=batch_definition, suite=suite))
+        actions = [gx.checkpoint.UpdateDataDocsAction(name="data_docs")] if report_dir is not None else []
+        checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+            name=run.name, validation_definitions=[definition], actions=actions,
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES,
+                           **({"unexpected_index_column_names": run.id_columns} if run.id_columns else {})}))
+        result = checkpoint.run(batch_parameters={"dataframe": run.frame})  # Great Expectations caches the frame
+        for validation in result.run_results.values():
+            for item in validation.results:
+                report.outcomes.append(_outcome(run, item))
+        report.rows[run.name] = max((o.checked for o in report.outcomes if o.suite == run.name), default=0)
+    if report_dir is not None:
+        sites = context.get_docs_sites_urls()
+        report.data_docs = sites[0]["site_url"] if sites else None
+    return report
+
+
+def _outcome(run: SuiteRun, item: Any) -> Outcome:
+    config = item.expectation_config
+    result = item.result or {}
+    arguments = {k: v for k, v in config.kwargs.items() if k not in ("batch_id", "result_format")}
+    examples = result.get("partial_unexpected_index_list") or result.get("partial_unexpected_list") or []
+    if item.exception_info and item.exception_info.get("raised_exception"):
+        examples = [str(item.exception_info.get("exception_message"))]
+    return Outcome(suite=run.name, check=str((config.meta or {}).get("check", config.type)), expectation=config.type,
+                   arguments=arguments, success=bool(item.success), checked=int(result.get("element_count") or 0),
+                   unexpected=int(result.get("unexpected_count") or 0), examples=list(examples)[:EXAMPLES])
+
+
+def write_summaries(report: QualityReport, report_dir: Path) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "summary.json").write_text(json.dumps(report.to_json(), indent=1, default=str))
+    (report_dir / "summary.md").write_text(report.to_markdown())

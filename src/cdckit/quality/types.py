@@ -1,0 +1,244 @@
+"""The type-mapping suite: each emitted column's Connect schema against the mapping for its source type and the
+configured handling modes, and each value against its logical type.
+
+The expected mappings are reference tables kept apart from the formatter (``mappings/postgresql.csv``,
+``mappings/sqlserver.csv``: source type, the handling mode that governs it, the declared precision range, schema
+type and logical name), written from Debezium's mapping tables. Source column types come from the schema change
+records in the checked records (``include.schema.changes``) or, for PostgreSQL and YugabyteDB, from the catalog
+when a connector configuration is given. Arrays, enums, domains and other types the tables do not list are not
+checked (the report counts them). A column whose type changed over the checked records is compared in its latest
+form.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+MAPPINGS = Path(__file__).parent / "mappings"
+DEFAULT_MODES = {"decimal.handling.mode": "precise", "time.precision.mode": "adaptive",
+                 "binary.handling.mode": "bytes", "interval.handling.mode": "numeric", "hstore.handling.mode": "json"}
+SOURCE_COLUMNS = "schema STRING, `table` STRING, `column` STRING, type_name STRING, length INT, scale INT"
+_FIELD = "struct<field:string,type:string,name:string,parameters:map<string,string>>"
+_FIELDS = f"array<struct<field:string,fields:array<{_FIELD}>>>"
+_TEMPORAL = ("time", "timestamp", "timetz", "timestamptz", "datetime2", "datetimeoffset")
+_CHECKED_LOGICAL = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date", "io.debezium.time.Timestamp",
+                    "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTimestamp",
+                    "io.debezium.time.ZonedTimestamp", "io.debezium.data.Uuid", "org.apache.kafka.connect.data.Decimal")
+ZONED = r"^(-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})|infinity|-infinity)$"
+UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
+DAY_RANGE = (-719_162, 2_932_896)  # 0001-01-01 .. 9999-12-31
+# PostgreSQL's 'infinity' / '-infinity' timestamps, as Debezium encodes them
+INFINITY_MICROS = (9223372036825200000, -9223372036832400000)
+
+
+def reference(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """The mapping rows that apply under ``options``' handling modes, for both dialects."""
+    rows = []
+    for connector, name in (("postgresql", "postgresql.csv"), ("YugabyteDB", "postgresql.csv"),
+                            ("sqlserver", "sqlserver.csv")):
+        with (MAPPINGS / name).open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                prop = row["property"]
+                if prop and str(options.get(prop, DEFAULT_MODES.get(prop, ""))) != row["value"]:
+                    continue
+                low, high = _range(row["precision"])
+                rows.append((connector, row["source_type"], row["precision"] == "none", low, high,
+                             f"{row['schema_type']}/{row['logical_name']}"))
+    return spark.createDataFrame(rows, "connector STRING, type_name STRING, undeclared BOOLEAN, low INT, high INT, "
+                                       "expected STRING")
+
+
+def _range(text: str) -> tuple[int | None, int | None]:
+    if not text or text == "none":
+        return None, None
+    low, _, high = text.partition("-")
+    return int(low), int(high)
+
+
+def _after_fields(classified: DataFrame) -> DataFrame:
+    """Data events with their ``after`` field schemas (needs value schemas)."""
+    fields = F.from_json(F.get_json_object("value", "$.schema.fields"), _FIELDS)
+    after = F.filter(fields, lambda f: f["field"] == "after")[0]["fields"]
+    source = F.get_json_object("payload", "$.source")
+    return classified.where((F.col("kind") == "data") & F.get_json_object("value", "$.schema").isNotNull()).select(
+        "topic", "part", "seq", "payload", after.alias("after_fields"),
+        F.get_json_object(source, "$.connector").alias("connector"),
+        F.get_json_object(source, "$.schema").alias("schema"),
+        F.get_json_object(source, "$.table").alias("table"))
+
+
+def field_frame(classified: DataFrame) -> DataFrame:
+    """Each emitted column in its latest Connect schema: connector, schema, table, column, mapping, parameters."""
+    exploded = _after_fields(classified).select(
+        "connector", "schema", "table", "part", "seq", F.explode("after_fields").alias("f"))
+    latest = exploded.groupBy("connector", "schema", "table", F.col("f.field").alias("column")).agg(
+        F.max_by("f", F.struct("part", "seq")).alias("f"))
+    return latest.select(
+        "connector", "schema", "table", "column",
+        F.concat_ws("/", F.col("f.type"), F.coalesce(F.col("f.name"), F.lit(""))).alias("mapping"),
+        F.col("f.parameters")["scale"].cast("int").alias("param_scale"),
+        F.col("f.parameters")["connect.decimal.precision"].cast("int").alias("param_precision"))
+
+
+def source_columns_from_records(classified: DataFrame) -> DataFrame:
+    """Source column types from the latest schema change record of each table."""
+    changes = classified.where(F.col("kind") == "schema").select(
+        "part", "seq", F.explode(F.from_json(F.get_json_object("payload", "$.tableChanges"),
+                                             "array<struct<id:string,table:struct<columns:array<struct<"
+                                             "name:string,typeName:string,length:int,scale:int>>>>>")).alias("c"))
+    schema = F.regexp_extract("c.id", r'"([^"]*)"\."([^"]*)"$', 1)
+    table = F.regexp_extract("c.id", r'"([^"]*)"\."([^"]*)"$', 2)
+    latest = changes.groupBy(schema.alias("schema"), table.alias("table")).agg(
+        F.max_by("c", F.struct("part", "seq")).alias("c"))
+    return latest.select("schema", "table", F.explode("c.table.columns").alias("col")).select(
+        "schema", "table", F.col("col.name").alias("column"),
+        F.trim(F.regexp_replace("col.typeName", r"\s+identity$", "")).alias("type_name"),
+        F.col("col.length").alias("length"), F.col("col.scale").alias("scale"))
+
+
+def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """PostgreSQL / YugabyteDB: the captured tables' column types from the catalog (metadata only)."""
+    from cdckit.dialect.postgres.catalog import discover_tables
+    from cdckit.dialect.postgres.connection import connect
+
+    conn = connect(dict(options))
+    try:
+        tables = discover_tables(conn, dict(options))
+    finally:
+        conn.close()
+    rows: list[tuple[Any, ...]] = []
+    for table in tables:
+        for column in table.columns:
+            modifier = column.modifier
+            length = scale = None
+            if column.type_name == "numeric" and modifier > 4:
+                length, scale = ((modifier - 4) >> 16) & 0xFFFF, (modifier - 4) & 0xFFFF
+            elif column.type_name in _TEMPORAL or column.type_name in ("bit", "varbit"):
+                length = modifier if modifier >= 0 else None
+            rows.append((table.schema, table.name, column.name, column.type_name, length, scale))
+    return spark.createDataFrame(rows, SOURCE_COLUMNS)
+
+
+def _precision(connector: Column, type_name: Column, length: Column, scale: Column) -> Column:
+    """The declared precision the reference ranges are about: digits of a decimal, fractional digits of a time
+    (SQL Server reports them as the scale; PostgreSQL's default is 6), bits of a bit string (default 1)."""
+    temporal = type_name.isin(*_TEMPORAL)
+    return (F.when(temporal & (connector == "sqlserver"), scale)
+            .when(temporal, F.coalesce(length, F.lit(6)))
+            .when(type_name == "bit", F.coalesce(length, F.lit(1)))
+            .otherwise(length))
+
+
+def type_frame(fields: DataFrame, sources: DataFrame, reference_rows: DataFrame) -> DataFrame:
+    """Emitted columns joined with their source types and the expected mapping (null when the reference has none
+    for the type: those rows are not checked)."""
+    joined = fields.join(sources, ["schema", "table", "column"], "inner")
+    precision = _precision(F.col("connector"), F.col("type_name"), F.col("length"), F.col("scale"))
+    joined = joined.withColumn("precision", precision)
+    ref = reference_rows.alias("ref")
+    match = ((F.col("ref.connector") == F.col("src.connector")) & (F.col("ref.type_name") == F.col("src.type_name"))
+             & ((F.col("ref.low").isNull() & ~F.col("ref.undeclared"))
+                | (F.col("ref.undeclared") & F.col("src.precision").isNull())
+                | F.col("src.precision").between(F.col("ref.low"), F.col("ref.high"))))
+    checked = joined.alias("src").join(ref, match, "left").select("src.*", F.col("ref.expected").alias("expected"),
+                                                                  F.col("ref.type_name").isNotNull().alias("listed"))
+    listed_types = reference_rows.select("connector", "type_name").distinct().withColumn("in_reference", F.lit(True))
+    checked = checked.drop("listed").join(listed_types, ["connector", "type_name"], "left")
+    return checked.withColumn("in_reference", F.coalesce("in_reference", F.lit(False))).withColumn(
+        "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "type_name"))
+
+
+def value_frame(classified: DataFrame) -> DataFrame:
+    """One row per (data event, column) whose logical type has a value rule: logical name, scale, value."""
+    events = _after_fields(classified).select(
+        "topic", "schema", "table",
+        F.from_json(F.coalesce(F.get_json_object("payload", "$.after"), F.get_json_object("payload", "$.before")),
+                    "map<string,string>").alias("row"), F.explode("after_fields").alias("f"))
+    values = events.where(F.col("f.name").isin(*_CHECKED_LOGICAL)).select(
+        "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"),
+        F.col("row")[F.col("f.field")].alias("value"))
+    return values.where(F.col("value").isNotNull()).withColumn(
+        "number", F.col("value").try_cast("decimal(38,0)")).withColumn(
+        "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "value"))
+
+
+def decimal_scale_frame(classified: DataFrame, sources: DataFrame) -> DataFrame:
+    """decimal.handling.mode=string values of declared-scale decimals: the scale written against the declared one."""
+    events = _after_fields(classified).select(
+        "schema", "table",
+        F.from_json(F.coalesce(F.get_json_object("payload", "$.after"), F.get_json_object("payload", "$.before")),
+                    "map<string,string>").alias("row"), F.explode("after_fields").alias("f"))
+    strings = events.where((F.col("f.type") == "string") & F.col("f.name").isNull()).select(
+        "schema", "table", F.col("f.field").alias("column"), F.col("row")[F.col("f.field")].alias("value"))
+    decimals = sources.where(F.col("type_name").isin("numeric", "decimal") & F.col("scale").isNotNull())
+    joined = strings.join(decimals, ["schema", "table", "column"]).where(F.col("value").isNotNull())
+    written = F.when(F.instr("value", ".") > 0, F.length(F.substring_index("value", ".", -1))).otherwise(F.lit(0))
+    return joined.select("schema", "table", "column", "value", F.col("scale").alias("declared_scale"),
+                         written.alias("written_scale"),
+                         F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "value").alias("record"))
+
+
+def type_expectations() -> list[Any]:
+    import great_expectations as gx
+
+    e = gx.expectations
+    spark = {"condition_parser": "spark"}
+    return [
+        e.ExpectColumnPairValuesToBeEqual(
+            column_A="mapping", column_B="expected", ignore_row_if="either_value_is_missing",
+            meta={"check": "schema type and logical name match the mapping for the source type and handling mode"}),
+        e.ExpectColumnValuesToNotBeNull(
+            column="expected", row_condition="in_reference = true", **spark,
+            meta={"check": "the source type's declared precision has a mapping"}),
+        e.ExpectColumnPairValuesToBeEqual(
+            column_A="param_scale", column_B="scale", ignore_row_if="either_value_is_missing",
+            row_condition='mapping = "bytes/org.apache.kafka.connect.data.Decimal"', **spark,
+            meta={"check": "a decimal's scale parameter is the declared scale"}),
+        e.ExpectColumnPairValuesToBeEqual(
+            column_A="param_precision", column_B="length", ignore_row_if="either_value_is_missing",
+            row_condition='mapping = "bytes/org.apache.kafka.connect.data.Decimal" AND type_name IN ("numeric", '
+                          '"decimal")', **spark,
+            meta={"check": "a decimal's precision parameter is the declared precision"}),
+    ]
+
+
+def value_expectations() -> list[Any]:
+    import great_expectations as gx
+
+    e = gx.expectations
+    spark = {"condition_parser": "spark"}
+    dates = 'logical_name IN ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date")'
+    micros = (f'logical_name = "io.debezium.time.MicroTimestamp" AND number NOT IN ({INFINITY_MICROS[0]}, '
+              f'{INFINITY_MICROS[1]})')
+    return [
+        e.ExpectColumnValuesToBeBetween(column="number", min_value=DAY_RANGE[0], max_value=DAY_RANGE[1],
+                                        row_condition=dates, **spark,
+                                        meta={"check": "dates are days since the epoch within years 1..9999"}),
+        e.ExpectColumnValuesToBeBetween(column="number", min_value=-62_135_596_800_000_000,
+                                        max_value=253_402_300_799_999_999, row_condition=micros, **spark,
+                                        meta={"check": "microsecond timestamps are within years 1..9999"}),
+        e.ExpectColumnValuesToMatchRegex(column="value", regex=ZONED,
+                                         row_condition='logical_name = "io.debezium.time.ZonedTimestamp"', **spark,
+                                         meta={"check": "zoned timestamps are ISO-8601 with an offset"}),
+        e.ExpectColumnValuesToMatchRegex(column="value", regex=UUID,
+                                         row_condition='logical_name = "io.debezium.data.Uuid"', **spark,
+                                         meta={"check": "UUIDs are canonical text"}),
+        e.ExpectColumnValuesToMatchRegex(column="value", regex=BASE64,
+                                         row_condition='logical_name = "org.apache.kafka.connect.data.Decimal"',
+                                         **spark, meta={"check": "precise decimals are base64 unscaled bytes"}),
+    ]
+
+
+def decimal_scale_expectations() -> list[Any]:
+    import great_expectations as gx
+
+    return [gx.expectations.ExpectColumnPairValuesToBeEqual(
+        column_A="written_scale", column_B="declared_scale",
+        meta={"check": "decimals written as strings carry the declared scale"})]
