@@ -104,6 +104,15 @@ def test_events_reach_kafka_per_key_in_order_with_tombstones(postgres: Any, spar
     state, replays = _replay_deduplicated(records)
     assert replays == 0
     assert state == _source(dsn)
+    # the quality suites, as a library call on the topic read back by Spark's Kafka source
+    from cdckit.quality import check_records
+    from cdckit.quality.records import read_kafka
+
+    topics = read_kafka(spark, "it\\.public\\..*", {"kafka.bootstrap.servers": kafka.bootstrap_servers})
+    report = check_records(topics, config.as_properties(include_secrets=True), reconcile=True)
+    assert report.success, report.to_markdown()
+    assert report.rows["envelopes"] == sum(1 for r in records if r["value"] is not None)
+    assert report.rows["reconciliation_rows"] == len(state)
 
 
 def test_killed_job_replays_at_least_once_and_consumers_drop_replays(postgres: Any, spark: Any, kafka: Any,

@@ -65,7 +65,7 @@ def _range(text: str) -> tuple[int | None, int | None]:
 def _after_fields(classified: DataFrame) -> DataFrame:
     """Data events with their ``after`` field schemas (needs value schemas)."""
     fields = F.from_json(F.get_json_object("value", "$.schema.fields"), _FIELDS)
-    after = F.filter(fields, lambda f: f["field"] == "after")[0]["fields"]
+    after = F.get(F.filter(fields, lambda f: f["field"] == "after"), 0)["fields"]
     source = F.get_json_object("payload", "$.source")
     return classified.where((F.col("kind") == "data") & F.get_json_object("value", "$.schema").isNotNull()).select(
         "topic", "part", "seq", "payload", after.alias("after_fields"),

@@ -90,7 +90,9 @@ class RecordBuilder:
         if event.op in self.skipped:
             return
         table_format = self.format_for(event)
-        if self.with_transactions:
+        # Snapshot reads belong to no captured transaction: Debezium gives them no transaction block and no
+        # BEGIN/END (metadata covers transactions that happen after the connector starts).
+        if self.with_transactions and event.op != "r":
             transaction_id = self.transaction_id(event)
             if self.tracker.transaction_id != transaction_id:
                 self.tracker.start(transaction_id, event.source_ts_ms)
