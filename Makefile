@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast test-docker kafka lint bench clean venv
+.PHONY: demo test test-fast test-docker kafka quality quality-suites lint bench clean venv
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (sk
 kafka: $(STAMP)  ## run a local Apache Kafka (KRaft) from its Maven Central jars; CDCKIT_KAFKA_PORT picks the port
 	$(BIN)/python -m cdckit.lab.kafka_broker .cdckit-kafka
 
+quality: $(STAMP)  ## the demo, then the quality suites on its output (report in quality-report/; non-zero on failure)
+	$(BIN)/cdckit demo --quality-report quality-report
+
+quality-suites: $(STAMP)  ## write the suites' Great Expectations JSON into quality/expectations/
+	$(BIN)/python -m cdckit.quality.export quality/expectations
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests jobs bench
 	$(BIN)/mypy
@@ -43,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/snapshot_throughput.py
 
 clean:
-	rm -rf $(VENV) .cdckit-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache

@@ -32,6 +32,8 @@ _CHECKED_LOGICAL = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date
                     "io.debezium.time.ZonedTimestamp", "io.debezium.data.Uuid", "org.apache.kafka.connect.data.Decimal")
 ZONED = r"^(-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})|infinity|-infinity)$"
 UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+DECIMAL_NAME = "org.apache.kafka.connect.data.Decimal"
+DECIMAL_MAPPING = f"bytes/{DECIMAL_NAME}"
 BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 DAY_RANGE = (-719_162, 2_932_896)  # 0001-01-01 .. 9999-12-31
 # PostgreSQL's 'infinity' / '-infinity' timestamps, as Debezium encodes them
@@ -189,22 +191,22 @@ def type_expectations() -> list[Any]:
     import great_expectations as gx
 
     e = gx.expectations
-    spark = {"condition_parser": "spark"}
+    from great_expectations.expectations.row_conditions import Column as C
+
     return [
         e.ExpectColumnPairValuesToBeEqual(
             column_A="mapping", column_B="expected", ignore_row_if="either_value_is_missing",
             meta={"check": "schema type and logical name match the mapping for the source type and handling mode"}),
         e.ExpectColumnValuesToNotBeNull(
-            column="expected", row_condition="in_reference = true", **spark,
+            column="expected", row_condition=C("in_reference") == True,  # noqa: E712 - a condition, not a test
             meta={"check": "the source type's declared precision has a mapping"}),
         e.ExpectColumnPairValuesToBeEqual(
             column_A="param_scale", column_B="scale", ignore_row_if="either_value_is_missing",
-            row_condition='mapping = "bytes/org.apache.kafka.connect.data.Decimal"', **spark,
+            row_condition=C("mapping") == DECIMAL_MAPPING,
             meta={"check": "a decimal's scale parameter is the declared scale"}),
         e.ExpectColumnPairValuesToBeEqual(
             column_A="param_precision", column_B="length", ignore_row_if="either_value_is_missing",
-            row_condition='mapping = "bytes/org.apache.kafka.connect.data.Decimal" AND type_name IN ("numeric", '
-                          '"decimal")', **spark,
+            row_condition=(C("mapping") == DECIMAL_MAPPING) & C("type_name").is_in(["numeric", "decimal"]),
             meta={"check": "a decimal's precision parameter is the declared precision"}),
     ]
 
@@ -213,26 +215,26 @@ def value_expectations() -> list[Any]:
     import great_expectations as gx
 
     e = gx.expectations
-    spark = {"condition_parser": "spark"}
-    dates = 'logical_name IN ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date")'
-    micros = (f'logical_name = "io.debezium.time.MicroTimestamp" AND number NOT IN ({INFINITY_MICROS[0]}, '
-              f'{INFINITY_MICROS[1]})')
+    from great_expectations.expectations.row_conditions import Column as C
+
+    dates = C("logical_name").is_in(["io.debezium.time.Date", "org.apache.kafka.connect.data.Date"])
+    micros = (C("logical_name") == "io.debezium.time.MicroTimestamp") & C("number").is_not_in(list(INFINITY_MICROS))
     return [
         e.ExpectColumnValuesToBeBetween(column="number", min_value=DAY_RANGE[0], max_value=DAY_RANGE[1],
-                                        row_condition=dates, **spark,
+                                        row_condition=dates,
                                         meta={"check": "dates are days since the epoch within years 1..9999"}),
         e.ExpectColumnValuesToBeBetween(column="number", min_value=-62_135_596_800_000_000,
-                                        max_value=253_402_300_799_999_999, row_condition=micros, **spark,
+                                        max_value=253_402_300_799_999_999, row_condition=micros,
                                         meta={"check": "microsecond timestamps are within years 1..9999"}),
         e.ExpectColumnValuesToMatchRegex(column="value", regex=ZONED,
-                                         row_condition='logical_name = "io.debezium.time.ZonedTimestamp"', **spark,
+                                         row_condition=C("logical_name") == "io.debezium.time.ZonedTimestamp",
                                          meta={"check": "zoned timestamps are ISO-8601 with an offset"}),
         e.ExpectColumnValuesToMatchRegex(column="value", regex=UUID,
-                                         row_condition='logical_name = "io.debezium.data.Uuid"', **spark,
+                                         row_condition=C("logical_name") == "io.debezium.data.Uuid",
                                          meta={"check": "UUIDs are canonical text"}),
         e.ExpectColumnValuesToMatchRegex(column="value", regex=BASE64,
-                                         row_condition='logical_name = "org.apache.kafka.connect.data.Decimal"',
-                                         **spark, meta={"check": "precise decimals are base64 unscaled bytes"}),
+                                         row_condition=C("logical_name") == DECIMAL_NAME,
+                                         meta={"check": "precise decimals are base64 unscaled bytes"}),
     ]
 
 
