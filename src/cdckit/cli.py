@@ -41,14 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
                                             "changed"),
                        ("validate", "check a configuration and print it with secrets hidden")):
         sub = commands.add_parser(name, help=text)
-        sub.add_argument("config", type=Path, nargs="?", help="connector JSON or .properties file")
+        sub.add_argument("config", type=_config_location, nargs="?",
+                         help="connector JSON or .properties file (a path or an s3:// URI)")
         sub.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override one property (repeatable)")
         if name == "schema-evolution":
             sub.add_argument("--plan", action="store_true", help="print the T-SQL for a DBA instead of running it")
     quality = commands.add_parser("quality", help="check emitted records with the data-quality suites")
-    quality.add_argument("config", type=Path, nargs="?", help="the connector configuration the records were "
-                         "produced with (handling modes; the source for reconciliation)")
+    quality.add_argument("config", type=_config_location, nargs="?",
+                         help="the connector configuration the records were produced with (handling modes; the "
+                              "source for reconciliation)")
     quality.add_argument("--input", required=True, help="a files-sink folder, or a Kafka topic pattern (Java "
                          "regular expression; kafka.bootstrap.servers from the configuration or --set)")
     quality.add_argument("--report", type=Path, default=Path("quality-report"), help="report folder (Data Docs, "
@@ -58,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="override one property (repeatable)")
     commands.add_parser("properties", help="list every property with its default")
     return parser
+
+
+def _config_location(text: str) -> Path | str:
+    """A configuration path, or an s3:// URI kept as text (a Path would fold its //)."""
+    return text if text.startswith(("s3://", "s3a://")) else Path(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -309,3 +310,34 @@ def test_the_lake_sink_refuses_settings_it_cannot_honour() -> None:
     assert "cdckit.message.format=qlik is for the files, kafka and eventhubs sinks" in message
     assert "remove value.converter.schemas.enable=false" in message
     assert validate({**BASE, "cdckit.sink": "lake"}).str("cdckit.lake.path") == "cdckit-lake"
+
+
+@pytest.fixture
+def aws_secret(monkeypatch: pytest.MonkeyPatch) -> Any:
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    from cdckit.config import loader
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                        ("AWS_DEFAULT_REGION", "eu-west-1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(loader, "_SECRETS", {})
+    with moto.mock_aws():
+        client = boto3.client("secretsmanager")
+        yield client.create_secret(Name="cdckit/source", SecretString=json.dumps(
+            {"username": "replicator", "password": PASSWORD}))["ARN"]
+
+
+def test_credentials_come_from_aws_secrets_manager(aws_secret: str) -> None:
+    config = validate({**BASE, "database.user": f"${{secret:{aws_secret}:username}}",
+                       "database.password": f"${{secret:{aws_secret}:password}}"})
+    assert config.str("database.user") == "replicator"
+    assert config.str("database.password") == PASSWORD
+    with pytest.raises(ConfigurationError) as failure:
+        validate({**BASE, "database.password": f"${{secret:{aws_secret}:pass}}",
+                  "database.user": "${secret:cdckit/missing:username}"})
+    message = str(failure.value)
+    assert "has no such field (it has: password, username)" in message
+    assert "secret cdckit/missing, which could not be read (ResourceNotFoundException)" in message
+    assert PASSWORD not in message

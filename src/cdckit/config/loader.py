@@ -109,12 +109,29 @@ def _to_text(value: object) -> str:
     return str(value)
 
 
-def read_config_file(path: Path) -> dict[str, str]:
-    """Read a Debezium connector JSON (``{"name":..., "config":{...}}`` or a flat object) or a .properties file."""
-    if not path.exists():
-        raise ConfigurationError([f"configuration file {path} does not exist; pass the path of a connector "
-                                  f"JSON or .properties file"])
-    text = path.read_text(encoding="utf-8")
+def is_uri(location: str | Path) -> bool:
+    return str(location).startswith(("s3://", "s3a://"))
+
+
+def read_config_file(path: Path | str) -> dict[str, str]:
+    """Read a Debezium connector JSON (``{"name":..., "config":{...}}`` or a flat object) or a .properties file,
+    from a path or an ``s3://`` URI (as the deployed jobs are given it)."""
+    if is_uri(path):
+        from cdckit.state import StateStore
+
+        folder, _, name = str(path).rpartition("/")
+        remote = StateStore(folder).read_text(name)
+        if remote is None:
+            raise ConfigurationError([f"configuration file {path} does not exist; check the URI (make deploy "
+                                      f"writes connector.json beside the artefacts)"])
+        text = remote
+        path = Path(name)
+    else:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigurationError([f"configuration file {path} does not exist; pass the path of a connector "
+                                      f"JSON or .properties file"])
+        text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             document = json.loads(text)
@@ -187,7 +204,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def load_config(path: Path | None = None, overrides: Iterable[str] = (),
+def load_config(path: Path | str | None = None, overrides: Iterable[str] = (),
                 base: Mapping[str, str] | None = None) -> Config:
     """Merge ``base`` < file < ``--set`` overrides, then validate. ``${env:NAME}`` values read the environment."""
     raw: dict[str, str] = dict(base or {})
@@ -197,7 +214,12 @@ def load_config(path: Path | None = None, overrides: Iterable[str] = (),
     return validate(raw)
 
 
+_SECRETS: dict[str, dict[str, object]] = {}
+
+
 def _resolve(value: str, key: str, problems: list[str]) -> str:
+    """Replace ``${env:NAME}`` with the environment variable and ``${secret:<id or ARN>:<field>}`` with a field of
+    a JSON secret in AWS Secrets Manager (read once per run; the value never appears in a message)."""
     def env(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
@@ -205,7 +227,53 @@ def _resolve(value: str, key: str, problems: list[str]) -> str:
             return ""
         return os.environ[name]
 
-    return re.sub(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", env, value)
+    def secret(match: re.Match[str]) -> str:
+        secret_id, field = match.group(1), match.group(2)
+        document = _secret(secret_id, key, problems)
+        if document is None:
+            return ""
+        if field not in document:
+            problems.append(f"{key} refers to field {field!r} of secret {secret_id}, which has no such field "
+                            f"(it has: {', '.join(sorted(document)) or 'none'})")
+            return ""
+        return str(document[field])
+
+    value = re.sub(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", env, value)
+    return re.sub(r"\$\{secret:([^}]+):([A-Za-z0-9_.-]+)\}", secret, value)
+
+
+def _secret(secret_id: str, key: str, problems: list[str]) -> dict[str, object] | None:
+    if secret_id in _SECRETS:
+        return _SECRETS[secret_id]
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        problems.append(f"{key} refers to an AWS Secrets Manager secret; install boto3 (pip install 'cdckit[aws]')")
+        return None
+    try:
+        response = boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)
+        document = json.loads(response.get("SecretString") or "{}")
+    except (BotoCoreError, ClientError) as exc:
+        problems.append(f"{key} refers to secret {secret_id}, which could not be read ({_error_code(exc)}); "
+                        f"check the secret's name and the job role's secretsmanager:"
+                        f"GetSecretValue permission")
+        return None
+    except json.JSONDecodeError:
+        problems.append(f"{key} refers to secret {secret_id}, whose value is not a JSON object of fields")
+        return None
+    if not isinstance(document, dict):
+        problems.append(f"{key} refers to secret {secret_id}, whose value is not a JSON object of fields")
+        return None
+    _SECRETS[secret_id] = document
+    return document
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", "error"))
+    return "no response"
 
 
 def validate(raw: Mapping[str, str]) -> Config:

@@ -1,0 +1,99 @@
+# The jobs' execution role: least privilege for EMR Serverless (or, through IRSA, the Spark operator's pods).
+data "aws_iam_policy_document" "assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["emr-serverless.amazonaws.com"]
+    }
+  }
+  dynamic "statement" {
+    for_each = var.eks_oidc_provider_arn == null ? [] : [1]
+    content {
+      actions = ["sts:AssumeRoleWithWebIdentity"]
+      principals {
+        type        = "Federated"
+        identifiers = [var.eks_oidc_provider_arn]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "${var.eks_oidc_issuer}:sub"
+        values   = ["system:serviceaccount:${var.eks_namespace}:${var.eks_service_account}"]
+      }
+    }
+  }
+}
+
+resource "aws_iam_role" "jobs" {
+  name               = "${var.name}-jobs"
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "jobs" {
+  statement {
+    sid       = "ReadArtifacts"
+    actions   = ["s3:GetObject"]
+    resources = ["${var.bucket_arn}/artifacts/*"]
+  }
+  statement {
+    sid       = "ReadWriteState"
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    resources = ["${var.bucket_arn}/checkpoints/*", "${var.bucket_arn}/lake/*", "${var.bucket_arn}/logs/jobs/*"]
+  }
+  statement {
+    sid       = "ListState"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["artifacts/*", "checkpoints/*", "lake/*", "logs/jobs/*"]
+    }
+  }
+  statement {
+    sid       = "UseKmsKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [var.kms_key_arn]
+  }
+  statement {
+    sid       = "ReadDatabaseSecret"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [var.database_secret_arn]
+  }
+  dynamic "statement" {
+    for_each = var.kafka_cluster_arn == null ? [] : [1]
+    content {
+      sid       = "KafkaConnect"
+      actions   = ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"]
+      resources = [var.kafka_cluster_arn]
+    }
+  }
+  dynamic "statement" {
+    for_each = var.kafka_cluster_arn == null ? [] : [1]
+    content {
+      sid       = "KafkaWriteTopics"
+      actions   = ["kafka-cluster:CreateTopic", "kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
+      resources = ["${replace(var.kafka_cluster_arn, ":cluster/", ":topic/")}/${var.topic_prefix}*"]
+    }
+  }
+  dynamic "statement" {
+    for_each = var.kafka_cluster_arn == null ? [] : [1]
+    content {
+      sid       = "KafkaIdempotentProducer"
+      actions   = ["kafka-cluster:WriteDataIdempotently"]
+      resources = [var.kafka_cluster_arn]
+    }
+  }
+  statement {
+    sid       = "WriteJobLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
+    resources = ["${var.log_group_arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "jobs" {
+  name   = "${var.name}-jobs"
+  role   = aws_iam_role.jobs.id
+  policy = data.aws_iam_policy_document.jobs.json
+}

@@ -1,0 +1,34 @@
+# The connector configuration of the jobs, from the other modules' outputs: no provider, so `terraform validate`
+# checks it offline. make deploy writes `connector` as the jobs' JSON configuration file.
+locals {
+  sqlserver = var.connector == "sqlserver"
+  source = local.sqlserver ? {
+    "connector.class" = "io.debezium.connector.sqlserver.SqlServerConnector"
+    "database.names"  = join(",", var.database_names)
+    } : {
+    "connector.class" = "io.debezium.connector.postgresql.PostgresConnector"
+    "database.dbname" = var.database_names[0]
+    "slot.name"       = var.slot_name
+  }
+  kafka = var.kafka_bootstrap_servers == null ? {} : {
+    "cdckit.sink"                               = "kafka"
+    "kafka.bootstrap.servers"                   = var.kafka_bootstrap_servers
+    "kafka.security.protocol"                   = "SASL_SSL"
+    "kafka.sasl.mechanism"                      = "AWS_MSK_IAM"
+    "kafka.sasl.jaas.config"                    = "software.amazon.msk.auth.iam.IAMLoginModule required;"
+    "kafka.sasl.client.callback.handler.class"  = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+    "topic.creation.default.replication.factor" = "3"
+  }
+  connector = merge(local.source, {
+    "name"                       = var.name
+    "topic.prefix"               = var.topic_prefix
+    "database.hostname"          = var.database_hostname
+    "database.port"              = tostring(var.database_port)
+    "database.user"              = "$${secret:${var.database_secret_arn}:username}"
+    "database.password"          = "$${secret:${var.database_secret_arn}:password}"
+    "table.include.list"         = join(",", var.table_include_list)
+    "cdckit.checkpoint.location" = "${var.checkpoint_uri}/${var.name}"
+    "cdckit.lake.path"           = var.lake_uri
+    "cdckit.trigger"             = "processing-time"
+  }, local.kafka, var.extra_properties)
+}

@@ -1,0 +1,4 @@
+output "connector" {
+  description = "The jobs' connector configuration (properties as strings; secrets only as references)."
+  value       = local.connector
+}

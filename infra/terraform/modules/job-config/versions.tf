@@ -1,0 +1,3 @@
+terraform {
+  required_version = ">= 1.6"
+}

@@ -1,0 +1,29 @@
+output "bucket" {
+  description = "The kit's bucket name."
+  value       = aws_s3_bucket.this.id
+}
+
+output "bucket_arn" {
+  description = "The kit's bucket ARN."
+  value       = aws_s3_bucket.this.arn
+}
+
+output "kms_key_arn" {
+  description = "KMS key encrypting the bucket, the secrets and the logs."
+  value       = aws_kms_key.this.arn
+}
+
+output "artifacts_uri" {
+  description = "Where make deploy uploads the wheel and the job files."
+  value       = "s3://${aws_s3_bucket.this.id}/artifacts"
+}
+
+output "checkpoint_uri" {
+  description = "cdckit.checkpoint.location of the stream job."
+  value       = "s3://${aws_s3_bucket.this.id}/checkpoints"
+}
+
+output "lake_uri" {
+  description = "cdckit.lake.path of the lake sink."
+  value       = "s3://${aws_s3_bucket.this.id}/lake"
+}
