@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast test-docker kafka quality quality-suites lint bench clean venv
+.PHONY: demo test test-fast test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -23,7 +23,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## run the embedded end-to-end demo
 	$(BIN)/cdckit demo
 
-test: $(STAMP)  ## run the whole test suite
+# checkov shares no virtualenv with cdckit: its hcl2 fork would replace python-hcl2.
+CHECKOV_STAMP := .venv-checkov/.installed
+$(CHECKOV_STAMP):
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet 'checkov>=3.2,<4'
+	touch $(CHECKOV_STAMP)
+
+test: $(STAMP) $(CHECKOV_STAMP)  ## run the whole test suite
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
@@ -41,6 +48,24 @@ quality: $(STAMP)  ## the demo, then the quality suites on its output (report in
 quality-suites: $(STAMP)  ## write the suites' Great Expectations JSON into quality/expectations/
 	$(BIN)/python -m cdckit.quality.export quality/expectations
 
+infra-check: $(STAMP) $(CHECKOV_STAMP)  ## terraform fmt/validate, structure and checkov, offline
+	$(BIN)/python -m pytest tests/unit/test_terraform.py -q
+	BC_SKIP_MAPPING=TRUE .venv-checkov/bin/checkov -d infra/terraform --framework terraform --quiet --compact
+
+ENV ?= dev
+RUNTIME ?= emr
+JOB_IMAGE ?=
+DEPLOY_FLAGS = --env $(ENV) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run)
+
+deploy: $(STAMP)  ## terraform apply, image, artefacts, job configuration, job runs (ENV=dev|prod RUNTIME=emr|eks DRY_RUN=1)
+	$(BIN)/python -m cdckit.deploy deploy $(DEPLOY_FLAGS) --runtime $(RUNTIME) --image '$(JOB_IMAGE)'
+
+plan: $(STAMP)  ## terraform plan of ENV
+	$(BIN)/python -m cdckit.deploy plan $(DEPLOY_FLAGS)
+
+destroy: $(STAMP)  ## terraform destroy of ENV
+	$(BIN)/python -m cdckit.deploy destroy $(DEPLOY_FLAGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests jobs bench
 	$(BIN)/mypy
@@ -49,4 +74,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/snapshot_throughput.py
 
 clean:
-	rm -rf $(VENV) .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-checkov .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache

@@ -74,3 +74,39 @@ def spark_kafka_jars() -> list[Path]:
         ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", SPARK_TOKEN_PROVIDER_VERSION,
          (("org.apache.kafka", "kafka-clients"),)),
     ], keep=("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2"))
+
+
+def job_image_jars(kafka: str = SPARK_KAFKA_VERSION, msk_iam_auth: str = "2.3.2",
+                   hadoop_aws: str = "3.4.1") -> list[Path]:
+    """The jars the job image adds to Spark: the Kafka connector, MSK IAM authentication and S3A
+    (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies: the AWS SDK they need is part of EMR's
+    images; on Apache's image add the SDK bundle matching hadoop-aws)."""
+    jars = spark_kafka_jars() if kafka == SPARK_KAFKA_VERSION else fetch(f"spark-kafka-{kafka}", [
+        ("org.apache.spark", "spark-sql-kafka-0-10_2.13", kafka, ())],
+        keep=("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2"))
+    jars += fetch(f"job-image-aws-{msk_iam_auth}-{hadoop_aws}", [
+        ("software.amazon.msk", "aws-msk-iam-auth", msk_iam_auth, (("*", "*"),)),
+        ("org.apache.hadoop", "hadoop-aws", hadoop_aws, (("*", "*"),)),
+    ], keep=("aws-msk-iam-auth", "hadoop-aws"))
+    return jars
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cdckit.artifacts", description="copy jars for the job image")
+    parser.add_argument("what", choices=("spark-jars",))
+    parser.add_argument("target", type=Path, help="folder to copy the jars into (Spark's jars folder)")
+    parser.add_argument("--kafka", default=SPARK_KAFKA_VERSION)
+    parser.add_argument("--msk-iam-auth", default="2.3.2")
+    parser.add_argument("--hadoop-aws", default="3.4.1")
+    args = parser.parse_args(argv)
+    args.target.mkdir(parents=True, exist_ok=True)
+    for jar in job_image_jars(args.kafka, args.msk_iam_auth, args.hadoop_aws):
+        shutil.copy2(jar, args.target / jar.name)
+        print(jar.name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -26,11 +26,11 @@ from readback import records as records
 from readback import replay as replay
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = REPOSITORY / "containers" / "sqlserver-lab" / "compose.yml"
+COMPOSE_FILE = REPOSITORY / "containers" / "lab" / "compose.yml"
 DBA_SCRIPTS = REPOSITORY / "sql" / "sqlserver"
 DATABASE = "testDB"
 TOPIC_PREFIX = "it"
-# The same default as containers/sqlserver-lab/compose.yml; both read MSSQL_SA_PASSWORD first. Test-only.
+# The same default as containers/lab/compose.yml; both read MSSQL_SA_PASSWORD first. Test-only.
 DEFAULT_SA_PASSWORD = "Cdckit_Test_Only_2022"
 # A CDC-enabled table no test captures: a row written to it and seen in its change table proves the capture
 # job has read the log past every earlier commit (it reads the log in order).
