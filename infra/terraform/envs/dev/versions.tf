@@ -1,9 +1,1 @@
-terraform {
-  required_version = ">= 1.6"
-  required_providers {
-    aws = {
-      source  = "hashicorp/aws"
-      version = ">= 5.60, < 7.0"
-    }
-  }
-}
+../shared/versions.tf

@@ -52,6 +52,8 @@ resource "aws_iam_role_policy_attachment" "monitoring" {
 }
 
 resource "aws_db_instance" "this" {
+  # checkov:skip=CKV_AWS_157:Multi-AZ is var.multi_az, on in envs/prod; dev runs single-AZ to halve its cost
+  # checkov:skip=CKV_AWS_293:deletion protection is var.deletion_protection, on by default and in envs/prod; dev can be destroyed
   identifier                          = "${var.name}-sqlserver"
   engine                              = var.engine
   engine_version                      = var.engine_version

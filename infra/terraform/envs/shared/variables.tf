@@ -1,0 +1,90 @@
+# Shared by envs/dev and envs/prod (linked into each): what a user sets in terraform.tfvars.
+variable "region" {
+  description = "AWS region of the environment."
+  type        = string
+}
+
+variable "tags" {
+  description = "Extra tags (cost centre, owner...) added to project, environment and managed-by."
+  type        = map(string)
+  default     = {}
+}
+
+variable "bucket_name" {
+  description = "Name of the kit's S3 bucket (globally unique)."
+  type        = string
+}
+
+variable "vpc_id" {
+  description = "Your own VPC (null creates one)."
+  type        = string
+  default     = null
+}
+
+variable "vpc_cidr_block" {
+  description = "CIDR block of your own VPC (with vpc_id)."
+  type        = string
+  default     = null
+}
+
+variable "private_subnet_ids" {
+  description = "Private subnets of your own VPC (with vpc_id)."
+  type        = list(string)
+  default     = []
+}
+
+variable "job_image_uri" {
+  description = "The cdckit job image in ECR (make deploy pushes it and passes its tag)."
+  type        = string
+}
+
+variable "create_sqlserver" {
+  description = "Create an RDS for SQL Server instance as the source (else database_hostname)."
+  type        = bool
+  default     = false
+}
+
+variable "connector" {
+  description = "postgresql or sqlserver."
+  type        = string
+  default     = "postgresql"
+}
+
+variable "database_hostname" {
+  description = "The captured database's host (when create_sqlserver is false)."
+  type        = string
+  default     = null
+}
+
+variable "database_port" {
+  description = "The captured database's port (when create_sqlserver is false)."
+  type        = number
+  default     = 5432
+}
+
+variable "database_names" {
+  description = "Databases to capture."
+  type        = list(string)
+}
+
+variable "postgres_instance_id" {
+  description = "RDS identifier of a PostgreSQL source, for the slot lag alarm (null: none)."
+  type        = string
+  default     = null
+}
+
+variable "table_include_list" {
+  description = "Tables to capture (schema.table regular expressions)."
+  type        = list(string)
+}
+
+variable "topic_prefix" {
+  description = "topic.prefix of the events (the jobs may write only these topics)."
+  type        = string
+}
+
+variable "alarm_emails" {
+  description = "Addresses for the alarms."
+  type        = list(string)
+  default     = []
+}

@@ -1,0 +1,34 @@
+output "bucket" {
+  description = "The kit's bucket."
+  value       = module.storage.bucket
+}
+
+output "artifacts_uri" {
+  description = "Where make deploy uploads the wheel and the job files."
+  value       = module.storage.artifacts_uri
+}
+
+output "application_id" {
+  description = "EMR Serverless application of the jobs."
+  value       = module.spark.application_id
+}
+
+output "jobs_role_arn" {
+  description = "Execution role of the jobs."
+  value       = module.iam.jobs_role_arn
+}
+
+output "log_group_name" {
+  description = "CloudWatch log group of the jobs."
+  value       = module.spark.log_group_name
+}
+
+output "connector" {
+  description = "The jobs' connector configuration (make deploy writes it to the artefacts)."
+  value       = module.job_config.connector
+}
+
+output "database_secret_arn" {
+  description = "Put the database user and password here: aws secretsmanager put-secret-value --secret-id <arn>."
+  value       = module.secrets.database_secret_arn
+}
