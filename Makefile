@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-fast test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -70,8 +70,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests jobs bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
-	$(BIN)/python bench/snapshot_throughput.py
+bench: $(STAMP)  ## the full benchmarks (1M and 10M rows; an hour or so): bench/RESULTS.md, bench/results/, bench/plots/
+	$(BIN)/python bench/run.py
+
+bench-quick: $(STAMP)  ## the same measurements on small data (a few minutes)
+	$(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) .venv-checkov .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache
