@@ -30,6 +30,7 @@ EXIT_QUALITY_FAILED = 1
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cdckit", description="Change data capture as Spark jobs, "
                                      "emitting Debezium-compatible change events.")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error too")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the embedded end-to-end demo")
     demo.add_argument("--workdir", type=Path, default=Path(".cdckit-demo"), help="where the demo keeps its files")
@@ -75,12 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args, console)
     except CdcKitError as exc:
+        if args.debug:
+            console.print_exception()
         console.print(f"[red]cdckit: error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
     except Exception as exc:  # a failure inside Spark carries cdckit's message in its text
         wrapped = explain_failure(exc)
         if wrapped is None:
             raise
+        if args.debug:
+            console.print_exception()
         console.print(f"[red]cdckit: error:[/] {wrapped}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
 

@@ -62,3 +62,7 @@ class DecodingError(CdcKitError):
 
 class UnsupportedTypeError(CdcKitError, ValueError):
     """A column type has no mapping; the message names the column and how to exclude it."""
+
+
+class SinkWriteError(CdcKitError):
+    """The sink could not write a batch (disk full, permissions); the batch is not committed and comes again."""

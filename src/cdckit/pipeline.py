@@ -32,6 +32,7 @@ from cdckit.dialect.postgres.replication import (
     create_slot_exporting_snapshot,
     drop_slot,
     ensure_publication,
+    slot_lost_error,
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
@@ -97,11 +98,8 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         if status is not None:
             check_slot(status, options)
         if state and state.get("status") == "completed":
-            if status is None:
-                raise SnapshotStateError(
-                    f"the snapshot recorded in {_state_file(config)} was taken with replication slot '{slot_name}', "
-                    f"which no longer exists, so changes since then are lost to cdckit; delete "
-                    f"{config.str('cdckit.checkpoint.location')} to take a new snapshot")
+            if status is None or status.wal_status == "lost":
+                raise slot_lost_error(slot_name, status, config.str("cdckit.checkpoint.location"))
             return SnapshotReport("skipped", slot_name, str(state["consistent_point"]), list(state["tables"]))
         if status is not None:
             if state and state.get("status") == "started" and state.get("slot_name") == slot_name:
@@ -164,6 +162,10 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
     conn = connect(options)
     try:
         status = slot_status(conn, config.str("slot.name"))
+        started_before = bool(read_snapshot_state(config)) or _has_stream_checkpoint(config)
+        if (status is None and started_before) or (status is not None and status.wal_status == "lost"):
+            # never create a new slot under a checkpoint: the changes in between would be skipped silently
+            raise slot_lost_error(config.str("slot.name"), status, config.str("cdckit.checkpoint.location"))
         if status is None:
             create_slot(conn, options)
         else:
@@ -171,6 +173,12 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
     finally:
         conn.close()
     return None
+
+
+def _has_stream_checkpoint(config: Config) -> bool:
+    from cdckit.state import StateStore
+
+    return bool(StateStore(config.str("cdckit.checkpoint.location")).names("stream/offsets"))
 
 
 def run_stream(spark: SparkSession, config: Config,

@@ -10,10 +10,12 @@ last batch of the previous run is acknowledged before anything else is read.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+import psycopg2
 from psycopg2.extensions import connection as Connection
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -37,6 +39,29 @@ from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow
 from cdckit.spark.schema_history import SchemaHistory
+
+T = TypeVar("T")
+RECONNECT_SECONDS = 60.0
+# The server is away for now (restarting, failing over): worth waiting for. A refused login is not.
+_TRANSIENT = re.compile(r"starting up|shutting down|Connection refused|could not connect|closed the connection|"
+                        r"terminating connection|timeout expired|recovery mode", re.IGNORECASE)
+
+
+def connect_retrying(options: dict[str, str], seconds: float = RECONNECT_SECONDS) -> Connection:
+    """Connect, retrying while the server is not reachable yet (a restart, a failover) for up to ``seconds``;
+    then the last error stands."""
+    from cdckit.errors import SourceConnectionError
+
+    deadline = time.monotonic() + seconds
+    delay = 0.25
+    while True:
+        try:
+            return connect(options)
+        except SourceConnectionError as exc:
+            if not _TRANSIENT.search(str(exc)) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 class LsnRange(InputPartition):
@@ -72,11 +97,22 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     # -- driver side ---------------------------------------------------------------------------------
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.options)
+            self._conn = connect_retrying(self.options)
         return self._conn
 
+    def _reconnecting(self, action: Callable[[Connection], T]) -> T:
+        """Run ``action`` on the driver's connection; when the server went away (restart, failover, network),
+        reconnect (retrying for a while) and run it once more."""
+        try:
+            return action(self._connection())
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+            return action(self._connection())
+
     def initialOffset(self) -> dict[str, Any]:
-        status = slot_status(self._connection(), self.slot_name)
+        status = self._reconnecting(lambda conn: slot_status(conn, self.slot_name))
         if status is None:
             raise ReplicationSlotError(
                 f"replication slot '{self.slot_name}' does not exist; run `cdckit snapshot` (or `cdckit stream` "
@@ -87,10 +123,12 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return ReadMaxRows(self.max_batch_size)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now_target = current_flush_lsn(self._connection())
+        self._available_now_target = self._reconnecting(current_flush_lsn)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        conn = self._connection()
+        return self._reconnecting(lambda conn: self._latest(conn, start, limit))
+
+    def _latest(self, conn: Connection, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_lsn = parse_lsn(start["lsn"])
         advance_slot(conn, self.slot_name, start_lsn)
         max_events = self.max_batch_size
@@ -112,7 +150,7 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]), SchemaHistory.load(self.options).to_json())]
 
     def commit(self, end: dict[str, Any]) -> None:
-        advance_slot(self._connection(), self.slot_name, parse_lsn(end["lsn"]))
+        self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"])))
 
     def stop(self) -> None:
         if self._conn is not None and not self._conn.closed:
@@ -123,7 +161,7 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         assert isinstance(partition, LsnRange)
         options = self.options
         settings = format_settings(options)
-        conn = connect(options)
+        conn = connect_retrying(options)
         tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
 
         history = SchemaHistory.from_json(partition.history)

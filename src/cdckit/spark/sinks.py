@@ -87,6 +87,12 @@ def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str
                 os.fsync(handle.fileno())
                 handle.close()
                 os.replace(temporary, final)
+        except OSError as exc:
+            from cdckit.errors import SinkWriteError
+
+            raise SinkWriteError(f"writing {label} files under {output} failed: {exc.strerror or exc}; the batch was "
+                                 f"not committed and is written again, whole, on the next run once the sink can "
+                                 f"take it") from None
         finally:
             for handle, temporary, _ in handles.values():
                 if not handle.closed:

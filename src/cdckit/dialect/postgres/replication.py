@@ -23,6 +23,7 @@ class SlotStatus:
     active: bool
     confirmed_flush_lsn: int
     restart_lsn: int
+    wal_status: str = "reserved"  # reserved, extended, unreserved, or lost (the WAL it needs was removed)
 
 
 @dataclass
@@ -76,15 +77,30 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
 
 def slot_status(conn: Connection, slot_name: str) -> SlotStatus | None:
     with conn.cursor() as cur:
-        cur.execute("SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text "
-                    "FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
+        cur.execute("SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text, "
+                    "wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
         row = cur.fetchone()
     conn.commit()
     if row is None:
         return None
-    plugin, database, active, confirmed, restart = row
+    plugin, database, active, confirmed, restart, wal_status = row
     return SlotStatus(slot_name, str(plugin), str(database), active in (True, "t", "true"),
-                      parse_lsn(confirmed) if confirmed else 0, parse_lsn(restart) if restart else 0)
+                      parse_lsn(confirmed) if confirmed else 0, parse_lsn(restart) if restart else 0,
+                      str(wal_status or "reserved"))
+
+
+def slot_lost_error(slot_name: str, status: SlotStatus | None, checkpoint: str) -> ReplicationSlotError:
+    """The error for a slot that can no longer give cdckit the changes its checkpoint continues from."""
+    recovery = (f"to start over, re-snapshot: delete {checkpoint} (and the topics' or files' old events if you "
+                f"want no overlap) and run `cdckit snapshot`, or `cdckit stream` with snapshot.mode=initial")
+    if status is None:
+        return ReplicationSlotError(
+            f"replication slot '{slot_name}' no longer exists (it was dropped, or the server was replaced), so the "
+            f"changes since cdckit's checkpoint are lost to it; {recovery}")
+    return ReplicationSlotError(
+        f"replication slot '{slot_name}' can no longer provide the WAL cdckit's checkpoint continues from "
+        f"(wal_status {status.wal_status}: the server removed it, e.g. past max_slot_wal_keep_size), so the changes "
+        f"since then are lost to cdckit; {recovery}")
 
 
 def check_slot(status: SlotStatus, options: Mapping[str, str]) -> None:

@@ -1,0 +1,135 @@
+"""Faults around the PostgreSQL stream: the server restarts, the slot is dropped, the WAL the checkpoint needs is
+gone, the files sink's disk is full. cdckit reconnects where it can; otherwise it stops with the cause and the
+recovery, and never skips changes silently."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from helpers import execute, fetch, make_config, replay
+
+from cdckit.errors import CdcKitError
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+TOPIC = "it.public.ledger"
+
+
+def _ledger(dsn: str, rows: int = 5) -> None:
+    execute(dsn, "CREATE TABLE public.ledger (id integer PRIMARY KEY, amount integer NOT NULL)",
+            f"INSERT INTO public.ledger SELECT g, g FROM generate_series(1, {rows}) g")
+
+
+def _source(dsn: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {(i,): {"id": i, "amount": a} for i, a in fetch(dsn, "SELECT id, amount FROM public.ledger")}
+
+
+def _autocommit(dsn: str, *statements: str) -> None:
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+    finally:
+        conn.close()
+
+
+def test_postgres_restart_while_streaming_loses_nothing(postgres: Any, spark: Any, database: str,
+                                                        workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    _ledger(dsn)
+    config = make_config(postgres, database, workdir, **{"cdckit.trigger": "processing-time",
+                                                         "cdckit.trigger.interval": "300 milliseconds"})
+    run_snapshot(spark, config)
+    failures: list[BaseException] = []
+
+    def stream() -> None:
+        try:
+            run_stream(spark, config)
+        except BaseException as exc:
+            failures.append(exc)
+
+    runner = threading.Thread(target=stream)
+    runner.start()
+    try:
+        execute(dsn, "INSERT INTO public.ledger VALUES (100, 1)")
+        time.sleep(3)
+        postgres.restart()
+        execute(dsn, "INSERT INTO public.ledger VALUES (101, 1)", "UPDATE public.ledger SET amount = 7 WHERE id = 1")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and replay(config, TOPIC) != _source(dsn) and not failures:
+            time.sleep(0.5)
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+        runner.join(60)
+    assert not failures, failures
+    assert replay(config, TOPIC) == _source(dsn)
+
+
+def test_dropped_slot_stops_the_stream_with_the_recovery(postgres: Any, spark: Any, database: str,
+                                                         workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    _ledger(dsn)
+    for mode in ("initial", "no_data"):
+        config = make_config(postgres, database, workdir / mode, **{"snapshot.mode": mode,
+                                                                    "slot.name": f"slot_{database}_{mode}"})
+        run_stream(spark, config)
+        execute(dsn, f"SELECT pg_drop_replication_slot('slot_{database}_{mode}')",
+                f"INSERT INTO public.ledger VALUES ({200 + len(mode) + ord(mode[0])}, 1)")  # no slot kept it
+        with pytest.raises(CdcKitError) as failure:
+            run_stream(spark, config)
+        message = str(failure.value)
+        assert f"replication slot 'slot_{database}_{mode}' no longer exists" in message
+        assert "changes since" in message and "re-snapshot" in message
+        assert str(workdir / mode / "checkpoint") in message
+
+
+def test_lost_wal_stops_the_stream_with_the_recovery(postgres: Any, spark: Any, database: str,
+                                                     workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    admin = postgres.dsn("postgres")
+    _ledger(dsn)
+    config = make_config(postgres, database, workdir)
+    run_stream(spark, config)
+    _autocommit(admin, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'", "SELECT pg_reload_conf()")
+    try:
+        for _ in range(6):  # write more WAL than the slot may keep, then let checkpoints recycle it
+            execute(dsn, "INSERT INTO public.ledger SELECT g, g FROM generate_series(1000, 30000) g "
+                         "ON CONFLICT (id) DO UPDATE SET amount = public.ledger.amount + 1", "SELECT pg_switch_wal()",
+                    "CHECKPOINT")
+        status = fetch(admin, f"SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'slot_{database}'")
+        assert status == [("lost",)], status
+        with pytest.raises(CdcKitError) as failure:
+            run_stream(spark, config)
+        message = str(failure.value)
+        assert f"replication slot 'slot_{database}'" in message and "WAL" in message and "re-snapshot" in message
+    finally:
+        _autocommit(admin, "ALTER SYSTEM RESET max_slot_wal_keep_size", "SELECT pg_reload_conf()")
+
+
+def test_full_disk_in_the_files_sink_fails_the_batch_and_a_rerun_writes_everything(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    _ledger(dsn)
+    config = make_config(postgres, database, workdir)
+    run_snapshot(spark, config)
+    execute(dsn, "INSERT INTO public.ledger VALUES (300, 1)", "DELETE FROM public.ledger WHERE id = 2")
+    # the next batch's file is written through a name that leads to /dev/full: every write fails with ENOSPC
+    folder = workdir / "out" / TOPIC
+    trap = folder / ".stream-000000000000.jsonl.tmp"
+    os.symlink("/dev/full", trap)
+    with pytest.raises(CdcKitError) as failure:
+        run_stream(spark, config)
+    assert "No space left on device" in str(failure.value)
+    assert not (folder / "stream-000000000000.jsonl").exists()
+    trap.unlink(missing_ok=True)  # cdckit removes its temporary files after a failure
+    run_stream(spark, config)  # the failed batch was not committed: it comes again, whole
+    assert replay(config, TOPIC) == _source(dsn)
