@@ -1,0 +1,18 @@
+"""A few rounds of the kill -9 soak (python -m cdckit.lab.soak runs 20 or more): nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdckit.lab.soak import run_soak
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_stream_killed_three_times_under_writes_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    result = run_soak(runs=3, seed=11, base=tmp_path, kill_after=(4.0, 12.0))
+    assert result["drain_exit"] == 0
+    assert result["transactions"] > 50 and result["events"] > result["transactions"]
+    assert (result["missing"], result["extra"], result["differing"], result["duplicates"]) == (0, 0, 0, 0), result
