@@ -510,3 +510,19 @@ def test_lake_table_gains_the_column_the_rotation_brings(model: SqlServerModel, 
         (1, "snapshot", None, "r"), (2, "old-structure", None, "c"), (3, "new-structure", 3, "c"),
         (1, "snapshot", None, "d")]
     assert "added column tier int" in (lake / TOPIC / "_cdckit_lake.json").read_text()
+
+
+def test_offline_database_is_reported_and_the_stream_resumes_when_it_is_back(
+        model: SqlServerModel, spark: Any, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "before-offline"})
+    model.set_database_online("testDB", False)
+    status, output = _cli(capsys, config, workdir, "stream")
+    assert status == 2
+    assert "database 'testDB' on sqlserver.test:1433 is OFFLINE" in output and "SET ONLINE" in output
+    model.set_database_online("testDB", True)
+    run_stream(spark, config)
+    assert [payload(r["value"])["after"] for r in records(config, TOPIC) if r["value"]] == [
+        {"id": 1, "email": "before-offline"}]

@@ -63,6 +63,11 @@ def connect(options: Mapping[str, str], database: str | None = None, autocommit:
         if "login failed" in lowered:
             raise SourceConnectionError(f"{where} refused login {options.get('database.user')!r}: check "
                                         f"database.user and database.password") from None
+        if "because it is offline" in lowered:
+            raise SourceConnectionError(f"database {database!r} on {where} is OFFLINE; bring it back (ALTER DATABASE "
+                                        f"[{database}] SET ONLINE) and run the job again: it resumes from its "
+                                        f"checkpoint, and the change tables keep what the capture job stored "
+                                        f"(up to the cleanup job's retention)") from None
         if "cannot open database" in lowered:
             raise SourceConnectionError(f"database {database!r} on {where} cannot be opened by "
                                         f"{options.get('database.user')!r}; check database.names and the "

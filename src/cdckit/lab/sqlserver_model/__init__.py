@@ -11,6 +11,7 @@ Two separate surfaces:
   as :class:`ModelColumn`, ``sys.types`` names), ``alter_table_add_column``, ``enable_cdc``, ``enable_table``
   (default instance ``<schema>_<table>``, at most two instances per table), ``disable_table``, ``transaction(db)``
   (``insert`` / ``update`` / ``delete``), ``agent_running`` / ``start_agent`` / ``stop_agent``, ``cleanup``,
+  ``set_database_online`` (an OFFLINE database refuses connections with error 942),
   ``record_statements`` / ``statement_log``.
 * DB-API (pyodbc's shape): ``connect("MODEL=<path>;DATABASE=...")``, ``connect_factory(path)``; Connection and
   Cursor with ``execute(sql, *params)``, ``fetchone/fetchmany/fetchall/fetchval``, iteration, ``description``,

@@ -101,6 +101,11 @@ class SqlServerModel:
                 for (db,) in conn.execute("SELECT name FROM databases").fetchall():
                     harvest(conn, db)
 
+    def set_database_online(self, db: str, online: bool) -> None:
+        """ALTER DATABASE [db] SET OFFLINE / ONLINE: while offline, connecting to it fails with error 942."""
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES (?, ?)", (f"offline:{db}", int(not online)))
+
     def start_agent(self) -> None:
         """Start SQL Server Agent: the capture job harvests everything committed while it was stopped."""
         self.agent_running = True

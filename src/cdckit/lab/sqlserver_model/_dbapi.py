@@ -167,6 +167,12 @@ class Connection:
                                      "by the login. The login failed.")
                 error.args = (error.args[0], error.args[1].replace("SQLExecDirectW", "SQLDriverConnect"))
                 raise error
+            if store.server_value(self._sqlite, f"offline:{database}"):
+                self._sqlite.close()
+                error = server_error(InterfaceError, "42000", 942, f"Database '{database}' cannot be opened because "
+                                     "it is offline.")
+                error.args = (error.args[0], error.args[1].replace("SQLExecDirectW", "SQLDriverConnect"))
+                raise error
 
     def _check(self) -> None:
         if self.closed:
