@@ -315,7 +315,7 @@ def measure_kafka(bench: Bench, rows: int) -> dict[str, Any]:
     files = bench.snapshot("public\\.orders")
     broker = KafkaBroker(bench.base.parent / "kafka").start()
     try:
-        spark = get_spark(kafka=True)
+        spark = bench.spark
         config = bench.config("public\\.orders", **{"cdckit.sink": "kafka",
                                                      "kafka.bootstrap.servers": broker.bootstrap_servers,
                                                      "topic.creation.default.partitions": "4"})
@@ -511,7 +511,7 @@ def main() -> None:
     pg = EmbeddedPostgres(root / "pg").start()
     results: dict[str, Any] = {"mode": mode, "started": started, "machine": machine(), "params": params}
     try:
-        bench = Bench(root / "work", pg, get_spark())
+        bench = Bench(root / "work", pg, get_spark(kafka=True))  # the Kafka step needs the connector from the start
         bench.base.mkdir(parents=True)
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("profile", lambda: profile_event_path(params["profile_events"])),
@@ -528,6 +528,7 @@ def main() -> None:
             began = time.perf_counter()
             results[name] = step()
             print(f"{name}: done in {time.perf_counter() - began:.0f}s", flush=True)
+            results.setdefault("seconds", {})[name] = round(time.perf_counter() - began)
     finally:
         pg.stop()
         shutil.rmtree(root, ignore_errors=True)
