@@ -69,7 +69,13 @@ def _stream(config_file: Path, log: Path) -> subprocess.Popen[bytes]:
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] = (2.0, 14.0)) -> dict[str, Any]:
+def _batch_files(base: Path) -> int:
+    return len(list((base / "out" / TOPIC).glob("stream-*.jsonl")))
+
+
+def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] = (0.0, 3.0)) -> dict[str, Any]:
+    """Every fourth run is killed while starting (1-6 s in); the others once the process has written a new batch
+    and then ``kill_after`` seconds more, so kills land while batches are read, written and committed."""
     rng = random.Random(seed)
     pg = EmbeddedPostgres(base / "pg").start()
     try:
@@ -95,13 +101,22 @@ def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] =
         kills = []
         try:
             for run in range(runs):
-                after = rng.uniform(*kill_after)
+                before = _batch_files(base)
+                started = time.monotonic()
                 process = _stream(config_file, base / "stream.log")
-                time.sleep(after)
+                if run % 4 == 3:
+                    phase = "starting"
+                    time.sleep(rng.uniform(1.0, 6.0))
+                else:
+                    phase = "streaming"
+                    deadline = started + 180
+                    while _batch_files(base) <= before and time.monotonic() < deadline and process.poll() is None:
+                        time.sleep(0.05)
+                    time.sleep(rng.uniform(*kill_after))
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-                batches = len(list((base / "out" / TOPIC).glob("stream-*.jsonl")))
-                kills.append({"run": run + 1, "killed_after_s": round(after, 2), "batch_files": batches})
+                kills.append({"run": run + 1, "phase": phase, "killed_after_s": round(time.monotonic() - started, 2),
+                              "new_batch_files": _batch_files(base) - before})
         finally:
             stop.set()
             writer.join()
@@ -133,7 +148,9 @@ def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] =
         missing = sorted(set(source) - set(state))
         extra = sorted(set(state) - set(source))
         differing = sorted(k for k in set(source) & set(state) if source[k] != state[k])
-        return {"runs": runs, "seed": seed, "kills": kills, "transactions": transactions[0], "events": events,
+        return {"runs": runs, "seed": seed, "kills": kills,
+                "kills_while_streaming": sum(1 for k in kills if k["phase"] == "streaming" and k["new_batch_files"]),
+                "transactions": transactions[0], "events": events,
                 "rows": len(source), "missing": len(missing), "extra": len(extra), "differing": len(differing),
                 "duplicates": sum(n - 1 for n in seen.values() if n > 1), "drain_exit": final.returncode,
                 "first_problems": (missing + extra + differing)[:10]}
