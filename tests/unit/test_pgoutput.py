@@ -199,11 +199,23 @@ def test_unknown_message_kinds_decode_to_other(kind: bytes) -> None:
     (b"I" + struct.pack(">i", 1) + b"N" + struct.pack(">h", 2) + b"n", "'I'"),  # fewer columns than announced
     (b"T" + struct.pack(">ib", 2, 0) + struct.pack(">i", 1), "'T'"),
     (b"M" + struct.pack(">bq", 1, 5) + b"prefix", "'M'"),
-    (b"I" + struct.pack(">i", 1) + b"N" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 2) + b"\xff\xfe", "'I'"),
-], ids=["begin", "commit", "relation", "relation-no-nul", "insert-columns", "truncate", "message", "bad-utf8"])
+    (b"R" + struct.pack(">i", 1) + b"p\xffublic\x00", "'R'"),
+], ids=["begin", "commit", "relation", "relation-no-nul", "insert-columns", "truncate", "message", "bad-utf8-name"])
 def test_truncated_message_raises_decoding_error_naming_the_type(data: bytes, kind: str) -> None:
     with pytest.raises(DecodingError, match=kind):
         decode_message(data)
+
+
+def test_a_value_that_is_not_utf8_is_kept_undecoded_for_the_caller_to_judge() -> None:
+    from cdckit.dialect.postgres.pgoutput import NotUtf8
+
+    data = b"I" + struct.pack(">i", 1) + b"N" + struct.pack(">h", 2) + b"t" + struct.pack(">i", 2) + b"\xff\xfe" \
+        + b"t" + struct.pack(">i", 2) + b"ok"
+    message = decode_message(data)
+    assert message.new[1] == "ok"
+    marker = message.new[0]
+    assert isinstance(marker, NotUtf8) and marker.column_index == 0 and marker.at_byte == 0
+    assert "table public.t, column 'body' holds bytes that are not UTF-8" in marker.problem("public.t", "body")
 
 
 def test_empty_message_raises_decoding_error() -> None:

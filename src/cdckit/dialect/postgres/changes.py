@@ -20,6 +20,7 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.errors import DecodingError
 from cdckit.events import ChangeEvent, Position, Row
 
 HEARTBEAT_MESSAGE_PREFIX = "cdckit.heartbeat"
@@ -153,8 +154,22 @@ class ChangeDecoder:
             return
         names = [column.name for column in relation.columns]
 
+        emitted = {column.name for column in table.emitted_columns()}
+
+        def checked(row: Row | None) -> Row | None:
+            if row is None:
+                return None
+            for name, value in row.items():
+                if isinstance(value, pgoutput.NotUtf8):
+                    if name in emitted:
+                        raise DecodingError(f"{value.problem(f'{relation.namespace}.{relation.name}', name)} "
+                                            f"(change at LSN {format_lsn(lsn)})")
+                    row[name] = None  # left out of the event anyway
+            return row
+
         def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
             assert table is not None
+            before, after = checked(before), checked(after)
             return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
                                begin.commit_time_us // 1000, begin.xid, sequence=(self.last_commit_lsn, lsn))
 

@@ -160,7 +160,7 @@ class _Reader:
     def tuple_data(self) -> TupleValues:
         count = self.int16()
         values: TupleValues = []
-        for _ in range(count):
+        for index in range(count):
             kind = self.byte()
             if kind == "n":
                 values.append(None)
@@ -168,10 +168,30 @@ class _Reader:
                 values.append(UNAVAILABLE)
             elif kind in ("t", "b"):
                 raw = self.take(self.int32())
-                values.append(raw.decode("utf-8") if kind == "t" else bytes(raw))
+                if kind == "b":
+                    values.append(bytes(raw))
+                    continue
+                try:
+                    values.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    values.append(NotUtf8(index, exc.reason, exc.start))  # an error only if the column is emitted
             else:
                 raise DecodingError(f"pgoutput tuple column kind {kind!r} is unknown")
         return values
+
+
+@dataclass(frozen=True)
+class NotUtf8:
+    """A text value that is not UTF-8 (a SQL_ASCII database, or data stored unchecked), kept undecoded."""
+
+    column_index: int
+    reason: str
+    at_byte: int
+
+    def problem(self, table: str, column: str) -> str:
+        return (f"table {table}, column {column!r} holds bytes that are not UTF-8 ({self.reason} at byte "
+                f"{self.at_byte}); cdckit writes UTF-8 JSON and does not guess an encoding: convert the column's "
+                f"data to UTF-8, or leave the column out (column.exclude.list)")
 
 
 def decode_message(data: bytes | memoryview) -> Message:

@@ -16,6 +16,7 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import connect
+from cdckit.errors import DecodingError
 
 _INTEGER_TYPES = {"int2", "int4", "int8"}
 MAX_CHUNKS_PER_TABLE = 1024
@@ -117,8 +118,14 @@ def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo,
         with conn.cursor(name=f"cdckit_snapshot_{chunk.index}") as cur:
             cur.itersize = fetch_size
             cur.execute(query, params)
-            for values in cur:
-                yield dict(zip(names, values, strict=True))
+            try:
+                for values in cur:
+                    yield dict(zip(names, values, strict=True))
+            except UnicodeDecodeError as exc:
+                raise DecodingError(
+                    f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
+                    f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
+                    f"(column.exclude.list)") from None
         conn.rollback()
     finally:
         conn.close()
