@@ -148,7 +148,7 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
     if args.config is not None:
         config = _load(args)
         options = config.as_properties(include_secrets=True)
-        reconcile = not args.no_reconcile and not config.is_sqlserver
+        reconcile = not args.no_reconcile
     else:
         options = {}
         for item in args.overrides:

@@ -218,3 +218,32 @@ def _topics(bootstrap: str) -> set[str]:
     from confluent_kafka.admin import AdminClient
 
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def test_deleted_topic_is_recreated_or_reported_and_nothing_after_it_is_lost(postgres: Any, spark: Any, kafka: Any,
+                                                                             database: str, workdir: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from cdckit.errors import CdcKitError
+
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)",
+            "INSERT INTO public.accounts VALUES (1, 'a', 1)")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers, **{"topic.prefix": "gone"})
+    run_snapshot(spark, config)
+    topic = "gone.public.accounts"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    execute(dsn, "INSERT INTO public.accounts VALUES (2, 'b', 2)",
+            "UPDATE public.accounts SET balance = 5 WHERE id = 1")
+    strict = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers,
+                           **{"topic.prefix": "gone", "topic.creation.enable": "false"})
+    with pytest.raises(CdcKitError, match=f"topics {topic} do not exist and topic.creation.enable=false"):
+        run_stream(spark, strict)
+    run_stream(spark, config)  # the default recreates the topic; the changes since the deletion all arrive
+    values = [payload(r["value"]) for r in consume(kafka.bootstrap_servers, topic) if r["value"] is not None]
+    assert sorted((v["op"], v["after"]["id"]) for v in values) == [("c", 2), ("u", 1)]

@@ -526,3 +526,31 @@ def test_offline_database_is_reported_and_the_stream_resumes_when_it_is_back(
     run_stream(spark, config)
     assert [payload(r["value"])["after"] for r in records(config, TOPIC) if r["value"]] == [
         {"id": 1, "email": "before-offline"}]
+
+
+def test_quality_suites_reconcile_sql_server_output_with_the_tables(model: SqlServerModel, spark: Any,
+                                                                    workdir: Path) -> None:
+    from cdckit.quality import check_records
+    from cdckit.quality.records import read_files
+
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "provide.transaction.metadata": "true"})
+    with model.transaction("testDB") as tx:
+        for i in range(1, 6):
+            tx.insert("dbo", "customers", {"id": i, "email": f"c{i}@example.com"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 9, "email": "new@example.com"})
+        tx.update("dbo", "customers", {"id": 2}, {"email": "changed@example.com"})
+        tx.delete("dbo", "customers", {"id": 3})
+    run_stream(spark, config)
+    options = config.as_properties(include_secrets=True)
+    report = check_records(read_files(spark, str(workdir / "out")), options, reconcile=True)
+    assert report.success, report.to_markdown()
+    assert report.rows["reconciliation_rows"] == 5 and report.rows["transactions"] == 1
+    assert report.rows["type_mappings"] == 2  # from the CREATE schema change records
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 4}, {"email": "not-streamed@example.com"})
+    report = check_records(read_files(spark, str(workdir / "out")), options, reconcile=True)
+    assert next(o.check for o in report.failed()).startswith("each key's replayed row equals the source row")
+    assert any('[{"key":"id","value":"4"}]: differs' in note for note in report.notes), report.notes

@@ -77,15 +77,16 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     """Run the suites on a DataFrame of records; with ``report_dir``, write Data Docs and the summaries there.
 
     ``options`` is the connector configuration the records were produced with (handling modes, tombstones); with
-    ``reconcile`` (PostgreSQL / YugabyteDB) it also names the source database, whose catalog gives the column types
-    and whose tables are compared with the replayed events."""
+    ``reconcile`` it also names the source database, whose tables are compared with the replayed events (and,
+    for PostgreSQL / YugabyteDB, whose catalog gives the column types)."""
     from cdckit.quality import envelopes, types
     from cdckit.quality import reconcile as rec
 
     options = dict(options or {})
     notes: list[str] = []
     holder = None
-    catalog = types.source_columns_from_catalog(records.sparkSession, options) if reconcile else None
+    postgres = not str(options.get("connector.class", "")).endswith("SqlServerConnector")
+    catalog = types.source_columns_from_catalog(records.sparkSession, options) if reconcile and postgres else None
     runs = suite_runs(records, options, notes, catalog)
     try:
         if reconcile:

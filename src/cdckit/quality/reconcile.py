@@ -4,7 +4,8 @@ The source is read by the snapshot reader (in parallel chunks, under one exporte
 as events are, so both sides are compared as the ``after`` rows they would carry: per table the row counts, then
 per key a hash of the row. A value the stream could not see (``__debezium_unavailable_value``, an unchanged TOAST
 value) is left out of both sides of that row. Run it once the stream has caught up with a quiet source; rows
-changed since are reported as differences. PostgreSQL and YugabyteDB sources only.
+changed since are reported as differences. PostgreSQL / YugabyteDB (an exported snapshot) and SQL Server (the
+snapshot reader's chunks, under ``snapshot.isolation.mode``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ def replayed_state(classified: DataFrame) -> DataFrame:
 
 
 def source_state(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataFrame, Any]:
-    """The captured tables read now, as (topic, key, after); returns the frame and the connection holding the
-    exported snapshot open (close it once the frame has been used)."""
+    """The captured tables read now, as (topic, key, after); returns the frame and, for PostgreSQL, the connection
+    holding the exported snapshot open (close it once the frame has been used)."""
+    if str(options.get("connector.class", "")).endswith("SqlServerConnector"):
+        return _sqlserver_source_state(spark, options), None
     from cdckit.dialect.postgres.connection import connect
     from cdckit.spark.options import to_spark_options
     from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
@@ -51,10 +54,31 @@ def source_state(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataF
                     "cdckit.snapshot.lsn": lsn, "include.schema.changes": "false",
                     "cdckit.message.format": "debezium"}
     records = spark.read.format("cdckit_postgres_snapshot").options(**read_options).load()
+    return _as_after_rows(records), conn
+
+
+def _as_after_rows(records: DataFrame) -> DataFrame:
     rows = classify(records.where(F.col("op") == "r").select("topic", F.lit(0).alias("part"),
                                                              F.lit(0).cast("long").alias("seq"), "key", "value"))
     return rows.select("topic", _canonical(F.col("key_payload")).alias("key"),
-                       F.get_json_object("payload", "$.after").alias("after")), conn
+                       F.get_json_object("payload", "$.after").alias("after"))
+
+
+def _sqlserver_source_state(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """SQL Server: the captured tables read by the snapshot reader's chunks (under snapshot.isolation.mode)."""
+    import json
+    from dataclasses import asdict
+
+    from cdckit import sqlserver_pipeline
+    from cdckit.config import validate
+    from cdckit.spark.options import to_spark_options
+    from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
+
+    prepared, instances = sqlserver_pipeline.prepare_source(validate(dict(options)))
+    plan = [asdict(chunk) for chunk in plan_snapshot(prepared, instances)]
+    read_options = {**prepared, PLAN_OPTION: json.dumps(plan), DONE_OPTION: "[]", "cdckit.message.format": "debezium"}
+    records = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
+    return _as_after_rows(records)
 
 
 def reconcile_frame(state: DataFrame, source: DataFrame) -> DataFrame:
