@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,13 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
 
         return sqlserver_pipeline.prepare_source(config)  # type: ignore[no-any-return]
     options = config.as_properties(include_secrets=True)
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
         tables = discover_tables(conn, options)
         settings = format_settings(options)
         for table in tables:
             TableFormat(table, settings)  # an unsupported column type is reported now, not in a Spark task
         ensure_publication(conn, options, tables)
-    finally:
-        conn.close()
     return options, tables
 
 
@@ -92,8 +90,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     options, tables = prepare_source(config)
     slot_name = config.str("slot.name")
     state = read_snapshot_state(config)
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         status = slot_status(conn, slot_name)
         if status is not None:
             check_slot(status, options)
@@ -111,8 +108,6 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
                     f"taken with it; to snapshot, choose another slot.name or drop the slot "
                     f"(SELECT pg_drop_replication_slot('{slot_name}')) if nothing else uses it; to stream from it "
                     f"without a snapshot, set snapshot.mode=no_data")
-    finally:
-        conn.close()
 
     table_names = [t.qualified_name for t in tables]
     write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names})
@@ -159,8 +154,7 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
     if mode in ("no_data", "schema_only") and not read_snapshot_state(config):
         return run_snapshot(spark, config, data=False)
     options, _ = prepare_source(config)
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         status = slot_status(conn, config.str("slot.name"))
         started_before = bool(read_snapshot_state(config)) or _has_stream_checkpoint(config)
         if (status is None and started_before) or (status is not None and status.wal_status == "lost"):
@@ -170,8 +164,6 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
             create_slot(conn, options)
         else:
             check_slot(status, options)
-    finally:
-        conn.close()
     return None
 
 
@@ -204,11 +196,8 @@ def run_stream(spark: SparkSession, config: Config,
     report.confirmed_flush_lsn = _confirmed_flush(config)
     if config.bool("slot.drop.on.stop"):
         options = config.as_properties(include_secrets=True)
-        conn = connect(options)
-        try:
+        with closing(connect(options)) as conn:
             drop_slot(conn, config.str("slot.name"))
-        finally:
-            conn.close()
         log.warning("dropped replication slot %s (slot.drop.on.stop=true): changes from now on are not kept for "
                     "cdckit", config.str("slot.name"))
     report.seconds = round(time.monotonic() - started, 3)
@@ -226,18 +215,12 @@ def _last_committed_lsn(query: StreamingQuery) -> str | None:
 
 def _acknowledge(config: Config, lsn: str) -> None:
     options = config.as_properties(include_secrets=True)
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         advance_slot(conn, config.str("slot.name"), parse_lsn(lsn))
-    finally:
-        conn.close()
 
 
 def _confirmed_flush(config: Config) -> str | None:
     options = config.as_properties(include_secrets=True)
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         status = slot_status(conn, config.str("slot.name"))
-    finally:
-        conn.close()
     return format_lsn(status.confirmed_flush_lsn) if status else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +116,7 @@ def plan_for(options: Mapping[str, str], position: Mapping[str, int]) -> list[Ro
     role = options.get("cdckit.sqlserver.cdc.role") or None
     rotations: list[Rotation] = []
     for database in databases(options):
-        conn = connect(options, database)
-        try:
+        with closing(connect(options, database)) as conn:
             cursor = conn.cursor()
             for instance in capture_instances(cursor, database, options):
                 if instance.previous is not None:
@@ -132,8 +132,6 @@ def plan_for(options: Mapping[str, str], position: Mapping[str, int]) -> list[Ro
                 if reason is not None:
                     rotations.append(Rotation("create", database, instance.schema, instance.name,
                                               next_instance_name(instance.capture_instance), reason, role))
-        finally:
-            conn.close()
     return rotations
 
 

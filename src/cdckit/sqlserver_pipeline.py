@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,14 +70,11 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     settings = format_settings(options)
     instances: list[CaptureInstance] = []
     for database in databases(options):
-        conn = connect(options, database)
-        try:
+        with closing(connect(options, database)) as conn:
             cursor = conn.cursor()
             check_database(cursor, database)
             require_max_lsn(cursor, database)
             found = capture_instances(cursor, database, options, _previously_captured(config, database))
-        finally:
-            conn.close()
         for instance in found:
             TableFormat(instance, settings)  # an unsupported column type is reported now, not in a Spark task
         instances.extend(found)
@@ -102,13 +100,10 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         _clear_snapshot_files(config)
         start = {}
         for database in databases(options):
-            conn = connect(options, database)
-            try:
+            with closing(connect(options, database)) as conn:
                 # No maximum LSN yet: stream everything since the capture instances started.
                 first = min((i.start_lsn for i in instances if i.database == database), default=1)
                 start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
-            finally:
-                conn.close()
         with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
         plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +111,8 @@ def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str])
     from cdckit.dialect.postgres.catalog import discover_tables
     from cdckit.dialect.postgres.connection import connect
 
-    conn = connect(dict(options))
-    try:
+    with closing(connect(dict(options))) as conn:
         tables = discover_tables(conn, dict(options))
-    finally:
-        conn.close()
     rows: list[tuple[Any, ...]] = []
     for table in tables:
         for column in table.columns:

@@ -8,6 +8,7 @@ executors; nothing is collected on the driver.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -59,8 +60,7 @@ class PostgresSnapshotReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        conn = connect(self.options)
-        try:
+        with closing(connect(self.options)) as conn:
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with conn.cursor() as cur:
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (self.options["cdckit.snapshot.name"],))
@@ -72,8 +72,6 @@ class PostgresSnapshotReader(DataSourceReader):
             chunk_rows = int(self.options.get("cdckit.snapshot.chunk.rows", "50000"))
             chunks = plan_chunks(conn, tables, chunk_rows, ctid_ranges=not yugabyte)
             conn.rollback()
-        finally:
-            conn.close()
         by_name = {(t.schema, t.name): t for t in tables}
         partitions: list[InputPartition] = [SnapshotPartition(by_name[(c.schema, c.table)], c, tx_id) for c in chunks]
         if option_bool(self.options, "include.schema.changes", False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -64,12 +65,9 @@ class SqlServerSnapshotReader(DataSourceReader):
         done = set(json.loads(self.options.get(DONE_OPTION, "[]")))
         instances: dict[tuple[str, str, str], CaptureInstance] = {}
         for database in databases(self.options):
-            conn = connect(self.options, database)
-            try:
+            with closing(connect(self.options, database)) as conn:
                 for instance in capture_instances(conn.cursor(), database, self.options):
                     instances[(database, instance.schema, instance.name)] = instance
-            finally:
-                conn.close()
         partitions: list[InputPartition] = []
         for chunk in plan:
             found = instances.get((chunk.database, chunk.schema, chunk.table))
@@ -92,16 +90,13 @@ def plan_snapshot(options: dict[str, str], instances: list[CaptureInstance]) -> 
     overrides = select_overrides(options)
     planned: list[Chunk] = []
     for database in databases(options):
-        conn = connect(options, database)
-        try:
+        with closing(connect(options, database)) as conn:
             cursor = conn.cursor()
             for instance in (i for i in instances if i.database == database):
                 if instance.qualified_name.lower() in overrides:
                     planned.append(Chunk(database, instance.schema, instance.name, 0, None, None))
                 else:
                     planned.extend(plan_chunks(cursor, instance, chunk_rows))
-        finally:
-            conn.close()
     if planned:
         planned[-1] = Chunk(**{**asdict(planned[-1]), "last": True})
     return planned

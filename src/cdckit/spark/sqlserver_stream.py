@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -279,8 +280,7 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
         skip = ChunkFilter.from_options(options).extended(
             [ChunkWatermark(**mark) for mark in json.loads(partition.watermarks)])
         starts = json.loads(options.get(KNOWN_STARTS_OPTION, "{}"))
-        conn = connect(options, partition.database)
-        try:
+        with closing(connect(options, partition.database)) as conn:
             streams = []
             offset_minutes = server_utc_offset_minutes(conn.cursor())
             for instance in partition.instances:
@@ -308,8 +308,6 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
                 yield from records.rows(event)
             if previous_commit is not None:
                 yield from records.rows(_transaction_end(previous_commit, previous_ts))
-        finally:
-            conn.close()
 
 
 def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:

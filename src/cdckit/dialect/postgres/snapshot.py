@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 
 from psycopg2 import sql
@@ -108,8 +109,7 @@ def chunk_query(table: TableInfo, chunk: SnapshotChunk) -> tuple[sql.Composed, l
 def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
                fetch_size: int) -> Iterator[dict[str, object]]:
     """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot."""
-    conn = connect(options)
-    try:
+    with closing(connect(options)) as conn:
         conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
         with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
             cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
@@ -127,5 +127,3 @@ def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo,
                     f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
                     f"(column.exclude.list)") from None
         conn.rollback()
-    finally:
-        conn.close()
