@@ -42,16 +42,21 @@ def suite_runs(records: DataFrame, options: Mapping[str, str] | None = None, not
                catalog: DataFrame | None = None) -> list[SuiteRun]:
     """The suites that apply to these records, each with the frame it validates. ``catalog`` adds source column
     types (see ``types.source_columns_from_catalog``) to those the schema change records give."""
+    from cdckit.quality import envelopes
+
+    return _suite_runs(envelopes.classify(_ordered(records)), options or {},
+                       notes if notes is not None else [], catalog)
+
+
+def _suite_runs(classified: DataFrame, options: Mapping[str, str], notes: list[str],
+                catalog: DataFrame | None) -> list[SuiteRun]:
     from cdckit.quality import envelopes, qlik, types
 
-    options = options or {}
-    notes = notes if notes is not None else []
-    classified = envelopes.classify(_ordered(records))
     envelope_rows = envelopes.envelope_frame(classified)
     sources = types.source_columns_from_records(classified)
     if catalog is not None:
         sources = sources.unionByName(catalog).dropDuplicates(["schema", "table", "column"])
-    spark = records.sparkSession
+    spark = classified.sparkSession
     if options.get("cdckit.message.format") != "qlik" and not _schemas_enabled(options):
         notes.append("type mappings not checked: the values carry no schema (value.converter.schemas.enable=false)")
     return [
@@ -87,10 +92,11 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     holder = None
     postgres = not str(options.get("connector.class", "")).endswith("SqlServerConnector")
     catalog = types.source_columns_from_catalog(records.sparkSession, options) if reconcile and postgres else None
-    runs = suite_runs(records, options, notes, catalog)
+    classified = envelopes.classify(_ordered(records))  # one plan, shared by every suite and the replay
+    runs = _suite_runs(classified, options, notes, catalog)
     try:
         if reconcile:
-            state = rec.replayed_state(envelopes.classify(_ordered(records)))
+            state = rec.replayed_state(classified)
             source, holder = rec.source_state(records.sparkSession, options)
             keyed = rec.reconcile_frame(state, source)
             runs += [SuiteRun("reconciliation_counts", rec.count_frame(state, source), rec.count_expectations(),

@@ -155,13 +155,18 @@ def type_frame(fields: DataFrame, sources: DataFrame, reference_rows: DataFrame)
         "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "type_name"))
 
 
-def value_frame(classified: DataFrame) -> DataFrame:
-    """One row per (data event, column) whose logical type has a value rule: logical name, scale, value."""
-    events = _after_fields(classified).select(
-        "topic", "schema", "table",
+def _column_values(classified: DataFrame) -> DataFrame:
+    """One row per (data event, emitted column): schema, table, the row (``after``, else ``before``) as a map, and
+    the column's field schema ``f``."""
+    return _after_fields(classified).select(
+        "schema", "table",
         F.from_json(F.coalesce(F.get_json_object("payload", "$.after"), F.get_json_object("payload", "$.before")),
                     "map<string,string>").alias("row"), F.explode("after_fields").alias("f"))
-    values = events.where(F.col("f.name").isin(*_CHECKED_LOGICAL)).select(
+
+
+def value_frame(classified: DataFrame) -> DataFrame:
+    """One row per (data event, column) whose logical type has a value rule: logical name, scale, value."""
+    values = _column_values(classified).where(F.col("f.name").isin(*_CHECKED_LOGICAL)).select(
         "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"),
         F.col("row")[F.col("f.field")].alias("value"))
     return values.where(F.col("value").isNotNull()).withColumn(
@@ -171,11 +176,7 @@ def value_frame(classified: DataFrame) -> DataFrame:
 
 def decimal_scale_frame(classified: DataFrame, sources: DataFrame) -> DataFrame:
     """decimal.handling.mode=string values of declared-scale decimals: the scale written against the declared one."""
-    events = _after_fields(classified).select(
-        "schema", "table",
-        F.from_json(F.coalesce(F.get_json_object("payload", "$.after"), F.get_json_object("payload", "$.before")),
-                    "map<string,string>").alias("row"), F.explode("after_fields").alias("f"))
-    strings = events.where((F.col("f.type") == "string") & F.col("f.name").isNull()).select(
+    strings = _column_values(classified).where((F.col("f.type") == "string") & F.col("f.name").isNull()).select(
         "schema", "table", F.col("f.field").alias("column"), F.col("row")[F.col("f.field")].alias("value"))
     decimals = sources.where(F.col("type_name").isin("numeric", "decimal") & F.col("scale").isNotNull())
     joined = strings.join(decimals, ["schema", "table", "column"]).where(F.col("value").isNotNull())
