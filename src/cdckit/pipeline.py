@@ -213,10 +213,23 @@ def _last_committed_lsn(query: StreamingQuery) -> str | None:
     return str(document["lsn"]) if document else None
 
 
-def _acknowledge(config: Config, lsn: str) -> None:
+def _acknowledge(config: Config, lsn: str, wait_seconds: float = 30.0) -> None:
+    """Confirm the last committed batch. A stopped query's interrupted read may hold the slot for a moment
+    (its server process is still ending): wait for it rather than leave the batch unconfirmed."""
+    import psycopg2
+
     options = config.as_properties(include_secrets=True)
+    deadline = time.monotonic() + wait_seconds
     with closing(connect(options)) as conn:
-        advance_slot(conn, config.str("slot.name"), parse_lsn(lsn))
+        while True:
+            try:
+                advance_slot(conn, config.str("slot.name"), parse_lsn(lsn))
+                return
+            except psycopg2.errors.ObjectInUse:
+                conn.rollback()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def _confirmed_flush(config: Config) -> str | None:
