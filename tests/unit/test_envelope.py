@@ -252,6 +252,41 @@ def test_delete_without_tombstones_gives_only_the_delete(fmt: TableFormat) -> No
     assert rows[0][EVENT_COLUMNS.index("op")] == "d"
 
 
+def test_arrow_batches_keep_every_record_in_order_with_values_intact(fmt: TableFormat,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rows_module, "ARROW_BATCH_ROWS", 3)
+    records = [row for i in range(4) for row in event_rows(
+        event(op="d", before={**ROW, "id": 1001 + i}, position=Position(300, 200 + i, serial=0)), fmt, True)]
+    records.append(rows_module.record("t", None, b"\x00avro", op="c", position=Position(1, 1, 0), ts_ms=5))
+    batches = list(rows_module.arrow_batches(records))
+    assert [b.num_rows for b in batches] == [3, 3, 3]
+    assert all(b.schema.equals(rows_module.event_arrow_schema()) for b in batches)
+    back = [tuple(d[name] for name in EVENT_COLUMNS) for b in batches for d in b.to_pylist()]
+    assert back == records  # deletes, tombstones (null value) and a binary value, in order, unchanged
+
+
+def test_arrow_batches_hand_over_early_after_many_bytes_of_text(fmt: TableFormat,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rows_module, "ARROW_BATCH_BYTES", 3000)
+    records = [row for i in range(10) for row in event_rows(event(after={**ROW, "id": i}), fmt, True)]
+    size = len(str(records[0][EVENT_COLUMNS.index("value")]))
+    batches = list(rows_module.arrow_batches(records))
+    assert sum(b.num_rows for b in batches) == 10
+    assert max(b.num_rows for b in batches) == -(-3000 // size)
+
+
+def test_arrow_schema_is_the_event_schema() -> None:
+    schema = rows_module.event_arrow_schema()
+    assert schema.names == list(EVENT_COLUMNS)
+    ddl = dict(part.strip().split(" ", 1) for part in rows_module.EVENT_SCHEMA.split(", ") if ": " not in part)
+    assert {name.strip("`"): kind for name, kind in ddl.items()} == {
+        "topic": "STRING", "key": "STRING", "value": "STRING", "table": "STRING", "op": "STRING",
+        "commit_lsn": "BIGINT", "lsn": "BIGINT", "serial": "INT", "source_ts_ms": "BIGINT", "value_binary": "BINARY"}
+    assert [str(schema.field(n).type) for n in ("topic", "commit_lsn", "serial", "value_binary")] == [
+        "string", "int64", "int32", "binary"]
+    assert str(schema.field("headers").type) == "list<element: struct<key: string, value: binary>>"
+
+
 # -- heartbeats ---------------------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -23,7 +24,7 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool
 
 
 class SchemaChangePartition(InputPartition):
@@ -78,7 +79,10 @@ class PostgresSnapshotReader(DataSourceReader):
             partitions = [SchemaChangePartition(t, tx_id) for t in tables] + partitions
         return partitions or [InputPartition(None)]
 
-    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(self.rows(partition))
+
+    def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         options = self.options
         lsn = parse_lsn(options["cdckit.snapshot.lsn"])
         if isinstance(partition, SchemaChangePartition):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg2
+import pyarrow as pa
 from psycopg2.extensions import connection as Connection
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -37,7 +38,7 @@ from cdckit.errors import ReplicationSlotError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches
 from cdckit.spark.schema_history import SchemaHistory
 
 T = TypeVar("T")
@@ -157,7 +158,10 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._conn.close()
 
     # -- executor side -------------------------------------------------------------------------------
-    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(self.rows(partition))
+
+    def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         assert isinstance(partition, LsnRange)
         options = self.options
         settings = format_settings(options)

@@ -8,10 +8,15 @@ is a tombstone.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 EVENT_SCHEMA = (
     "topic STRING, key STRING, value STRING, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
@@ -21,6 +26,65 @@ EVENT_COLUMNS = ("topic", "key", "value", "headers", "table", "op", "commit_lsn"
                  "value_binary")
 
 EventRow = tuple[object, ...]
+
+# Rows handed to Spark per Arrow batch, and the text bytes after which a batch is handed over early (so a few
+# very large values do not hold many megabytes in one batch).
+ARROW_BATCH_ROWS = 10_000
+ARROW_BATCH_BYTES = 16 << 20
+
+
+@cache
+def event_arrow_schema() -> pa.Schema:
+    """EVENT_SCHEMA as Arrow, exactly as Spark expects a Python data source's batches to be typed."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    types = {"topic": StringType(), "key": StringType(), "value": StringType(), "headers": ArrayType(header),
+             "table": StringType(), "op": StringType(), "commit_lsn": LongType(), "lsn": LongType(),
+             "serial": IntegerType(), "source_ts_ms": LongType(), "value_binary": BinaryType()}
+    return to_arrow_schema(StructType([StructField(name, types[name]) for name in EVENT_COLUMNS]), timezone="UTC")
+
+
+def arrow_batches(rows: Iterable[EventRow]) -> Iterator[pa.RecordBatch]:
+    """A reader's rows as Arrow record batches, columns built in bulk.
+
+    Spark turns rows a Python data source yields into Arrow value by value in Python; handing it whole batches
+    skips that step, which cost about as much as formatting the events. Order is kept; a batch is handed over
+    after ``ARROW_BATCH_ROWS`` rows or ``ARROW_BATCH_BYTES`` of text, whichever comes first.
+    """
+    import pyarrow as pa
+
+    schema = event_arrow_schema()
+    value_index = EVENT_COLUMNS.index("value")
+    iterator = iter(rows)
+    while True:
+        batch: list[EventRow] = []
+        size = 0
+        for row in iterator:
+            batch.append(row)
+            value = row[value_index]
+            size += len(value) if isinstance(value, str) else 0
+            if len(batch) >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
+                break
+        if not batch:
+            return
+        columns: list[Any] = list(zip(*batch, strict=True))
+        for index in _TEXT_INDEXES:  # Arrow takes UTF-8 bytes several times faster than str
+            columns[index] = [None if text is None else text.encode() for text in columns[index]]
+        yield pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field in
+                                          zip(columns, schema, strict=True)], schema=schema)
+
+
+_TEXT_INDEXES = (EVENT_COLUMNS.index("key"), EVENT_COLUMNS.index("value"))
 
 
 def now_ms() -> int:

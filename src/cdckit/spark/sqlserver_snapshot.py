@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import asdict
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -28,7 +29,7 @@ from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, record
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, record
 
 PLAN_OPTION = "cdckit.sqlserver.snapshot.plan"
 DONE_OPTION = "cdckit.sqlserver.snapshot.done"
@@ -77,7 +78,10 @@ class SqlServerSnapshotReader(DataSourceReader):
                 partitions.append(ChunkPartition(found, chunk))
         return partitions or [InputPartition(None)]
 
-    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(self.rows(partition))
+
+    def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         if isinstance(partition, ChunkPartition):
             yield from read_snapshot_chunk(self.options, partition.instance, partition.chunk,
                                            "last" if partition.chunk.last else "true")

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -48,7 +49,7 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings, heart
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, now_ms, option_bool, record
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record
 from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
 log = logging.getLogger("cdckit.sqlserver")
@@ -254,7 +255,10 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
             conn.close()
 
     # -- executor side -------------------------------------------------------------------------------
-    def read(self, partition: InputPartition) -> Iterator[EventRow]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(self.rows(partition))
+
+    def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         if isinstance(partition, HeartbeatPartition):
             settings = format_settings(self.options)
             key, value = heartbeat_messages(settings, now_ms())
