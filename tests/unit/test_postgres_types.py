@@ -145,6 +145,15 @@ def test_numeric_precise_handles_precision_38_limits() -> None:
     assert unb64(scaled.convert("0." + "9" * 38)) == int(big)
 
 
+@pytest.mark.parametrize(("text", "unscaled"), [
+    ("1.5", 150), ("1.005", 101), ("-1.005", -101), ("+1.25", 125), (" 1.25 ", 125), ("12", 1200), ("1e2", 10000),
+])
+def test_numeric_precise_text_not_at_the_column_scale_is_rescaled_exactly(text: str, unscaled: int) -> None:
+    # PostgreSQL prints numeric(p, s) with s fraction digits (the fast path); any other spelling is rescaled
+    # through Decimal, rounding half up.
+    assert unb64(mapped("numeric", numeric_typmod(10, 2)).convert(text)) == unscaled
+
+
 def test_numeric_precise_negative_scale_from_typmod() -> None:
     field = mapped("numeric", numeric_typmod(5, -2))
     assert field.schema["parameters"] == {"scale": "-2", "connect.decimal.precision": "5"}
@@ -327,9 +336,10 @@ def test_date_connect_mode_emits_connect_date() -> None:
     assert field.convert("2024-02-29") == 19782
 
 
-def test_date_rejects_invalid_calendar_day() -> None:
+@pytest.mark.parametrize("text", ["2023-02-29", "2023-13-01", "2023-00-10", "2024-W09-4", "2024-1-010"])
+def test_date_rejects_invalid_calendar_day(text: str) -> None:
     with pytest.raises(ValueError):
-        mapped("date").convert("2023-02-29")
+        mapped("date").convert(text)
 
 
 def test_time_adaptive_low_precision_emits_millis() -> None:

@@ -190,6 +190,10 @@ class TableFormat:
                              f"{table.schema}.{table.name} does not have")
         self._key_fields = [self._field(by_name[name], key=True) for name in key_names]
         self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
+        # What row_payload needs of each field, unpacked once: it runs for every column of every event.
+        self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, bool, Any]] = [
+            (f.name, f.json_name, f.mapped.convert_value or f.mapped.convert, f.mapping.mapper, f.placeholder,
+             f.fallback) for f in self._value_fields]
         base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
         base += f"{table.schema}.{table.name}"
 
@@ -242,8 +246,8 @@ class TableFormat:
         schema = {**mapped.schema, "field": json_name}
         if mapping.parameters:
             schema = _with_parameters(schema, mapping.parameters)
-        return _Field(column.name, json_name, MappedField(schema, mapped.convert), mapping, placeholder,
-                      _fallback(schema))
+        return _Field(column.name, json_name, MappedField(schema, mapped.convert, mapped.convert_value), mapping,
+                      placeholder, _fallback(schema))
 
     def _value_schema(self, value_field: _Field) -> dict[str, Any]:
         schema = value_field.mapped.schema
@@ -260,17 +264,28 @@ class TableFormat:
     def row_payload(self, row: Row | None) -> dict[str, Any] | None:
         if row is None:
             return None
-        out: dict[str, Any] = {}
-        wrap = self.settings.wrap_values
-        for f in self._value_fields:
-            value = row.get(f.name, UNAVAILABLE if wrap else None)
+        if not self.settings.wrap_values:
+            out: dict[str, Any] = {}
+            for name, json_name, convert, mapper, placeholder, fallback in self._value_plan:
+                value = row.get(name)
+                if value is None:
+                    converted = fallback
+                elif value is UNAVAILABLE:
+                    out[json_name] = UNAVAILABLE_VALUE if placeholder else None
+                    continue
+                else:
+                    converted = convert(value)
+                out[json_name] = converted if mapper is None else mapper(converted)
+            return out
+        # yboutput: every column as {"value": v, "set": true}; a column the change did not carry is null.
+        out = {}
+        for name, json_name, convert, mapper, _placeholder, fallback in self._value_plan:
+            value = row.get(name, UNAVAILABLE)
             if value is UNAVAILABLE:
-                out[f.json_name] = None if wrap or not f.placeholder else UNAVAILABLE_VALUE
+                out[json_name] = None
                 continue
-            converted = _convert(f.mapped.convert, value) if value is not None else f.fallback
-            if f.mapping.mapper is not None:
-                converted = f.mapping.mapper(converted)
-            out[f.json_name] = {"value": converted, "set": True} if wrap else converted
+            converted = fallback if value is None else convert(value)
+            out[json_name] = {"value": converted if mapper is None else mapper(converted), "set": True}
         return out
 
     # -- serialized messages -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
+from datetime import date as _date
 from decimal import Decimal
 
 MICROS_PER_SECOND = 1_000_000
@@ -114,7 +115,17 @@ def parse_timetz(text: str) -> int:
     return (local - _offset_seconds(g[4], g[5], g[6], g[7]) * MICROS_PER_SECOND) % MICROS_PER_DAY
 
 
+_EPOCH_ORDINAL = 719_163  # datetime.date(1970, 1, 1).toordinal()
+
+
 def date_days(text: str) -> int:
+    # The common case, 'YYYY-MM-DD' in years 1-9999, through the C date parser; anything else (BC, years past
+    # 9999, infinities, bad input) takes the exact parser below.
+    if len(text) == 10 and text[4] == "-" and text[7] == "-" and text[5] != "W":
+        try:
+            return _date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
+        except ValueError:
+            pass
     if text.strip() in ("infinity", "-infinity"):
         raise ValueError(f"date {text!r} has no io.debezium.time.Date representation")
     return parse_date(text)

@@ -86,6 +86,7 @@ class MappingSettings:
 class MappedField:
     schema: dict[str, Any]
     convert: Callable[[str | None], Any]
+    convert_value: Callable[[Any], Any] | None = None  # the same converter for non-NULL values only
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,14 @@ def _numeric_precise_convert(column: ColumnType) -> TextConverter:
     typmod = numeric_typmod(column)
 
     def convert(text: str) -> Any:
+        if typmod is not None:
+            # PostgreSQL prints numeric(p, s) with exactly s fraction digits: the digits are the unscaled value.
+            whole, dot, fraction = text.partition(".")
+            if len(fraction) == typmod[1] and (dot or not fraction) and whole[-1:].isdigit():
+                try:
+                    return pv.b64(pv.twos_complement(int(whole + fraction)))
+                except ValueError:
+                    pass  # not plain digits: the exact path decides
         value = Decimal(text.strip())
         if not value.is_finite():  # NaN / +-Infinity have no Decimal representation
             return None
@@ -390,4 +399,5 @@ def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
     def convert(value: str | None) -> Any:
         return None if value is None else convert_text(value)
 
-    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert,
+                       convert_value=convert_text)

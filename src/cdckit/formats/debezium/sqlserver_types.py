@@ -398,4 +398,5 @@ def map_sqlserver_column(column: SqlServerColumn, settings: SqlServerMappingSett
     def convert(value: Any) -> Any:
         return None if value is None else convert_value(value)
 
-    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert,
+                       convert_value=convert_value)
