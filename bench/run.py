@@ -42,6 +42,7 @@ import psycopg2
 
 from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
+from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.pipeline import run_snapshot, run_stream
 from cdckit.spark.session import get_spark
@@ -56,11 +57,12 @@ TABLE_FILL = ("INSERT INTO {name} SELECT g, 'customer-' || (g % 5000), (g % 1000
 QUICK = {"rows": 200_000, "memory_rows": (50_000, 400_000), "scaling_rows": (25_000, 100_000, 400_000),
          "tables": (1, 10, 50), "tables_total_rows": 100_000, "partitions": (1, 2, 4, 8),
          "stream_changes": 100_000, "latency_rates": (20, 200), "latency_seconds": 12, "kafka_rows": 100_000,
-         "profile_events": 20_000}
+         "profile_events": 20_000, "stages_rows": 200_000, "debezium_rows": 100_000, "debezium_changes": 50_000}
 FULL = {"rows": 1_000_000, "memory_rows": (1_000_000, 10_000_000), "scaling_rows": (100_000, 1_000_000, 10_000_000),
         "tables": (1, 20, 200), "tables_total_rows": 1_000_000, "partitions": (1, 2, 4, 8, 16),
         "stream_changes": 500_000, "latency_rates": (10, 100, 1000), "latency_seconds": 30, "kafka_rows": 1_000_000,
-        "profile_events": 100_000}
+        "profile_events": 100_000, "stages_rows": 1_000_000, "debezium_rows": 1_000_000,
+        "debezium_changes": 500_000}
 
 
 class Bench:
@@ -87,6 +89,12 @@ class Bench:
         for start in range(1, rows + 1, step):
             self.sql(TABLE_FILL.format(name=name, start=start, end=min(rows, start + step - 1)))
         self.sql(f"ANALYZE {name}")
+
+    def update_rows(self, name: str, count: int, per_transaction: int = 1000) -> None:
+        """Update rows 1..count of a bench table, ``per_transaction`` rows per transaction."""
+        for start in range(1, count + 1, per_transaction):
+            self.sql(f"UPDATE {name} SET note = 'changed', amount = amount + 1 WHERE id BETWEEN {start} AND "
+                     f"{min(count, start + per_transaction - 1)}")
 
     def config(self, tables: str, **extra: str) -> Config:
         self.counter += 1
@@ -216,10 +224,7 @@ def measure_stream(bench: Bench, changes: int) -> dict[str, Any]:
     config = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
     run_snapshot(bench.spark, config, data=False)  # slot and publication, no rows
     bench.sql("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
-    per_tx = 1000
-    for start in range(1, changes + 1, per_tx):
-        bench.sql(f"UPDATE public.orders SET note = 'changed', amount = amount + 1 WHERE id BETWEEN {start} AND "
-                  f"{start + per_tx - 1}")
+    bench.update_rows("public.orders", changes)
     raw = bench.raw_decoding_rate("bench_raw", config.str("publication.name"))
     started = time.perf_counter()
     report = run_stream(bench.spark, config)
@@ -355,6 +360,9 @@ def profile_event_path(events: int) -> dict[str, Any]:
             table_format.key_json({"id": str(i)})
             table_format.value_json(event, 1_700_000_000_000)
 
+    started = time.perf_counter()
+    run()
+    plain = time.perf_counter() - started
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.runcall(run)
@@ -362,9 +370,113 @@ def profile_event_path(events: int) -> dict[str, Any]:
     stats = pstats.Stats(profiler)
     top = sorted(((v[3], f"{Path(k[0]).name}:{k[2]}") for k, v in stats.stats.items()  # type: ignore[attr-defined]
                   if "cdckit" in k[0] or "orjson" in k[0] or "json" in k[2]), reverse=True)[:12]
-    return {"events": events, "seconds": seconds, "events_per_s_one_core": events / seconds,
+    return {"events": events, "seconds": plain, "events_per_s_one_core": events / plain,
             "top_cumulative": [{"function": name, "seconds": round(s, 3), "share": round(s / seconds, 3)}
                                for s, name in top]}
+
+
+def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
+    """Where a snapshot's time goes: the same table under one exported snapshot, read by ever more of cdckit's
+    path. Each stage's rate, next to the one before it, tells what that stage costs."""
+    from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
+    from cdckit.dialect.postgres.snapshot import read_chunk
+    from cdckit.pipeline import prepare_source, snapshot_frame
+    from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
+    from cdckit.spark.sinks import Sink
+
+    bench.table("public.orders", rows)
+    config = bench.config("public\\.orders")
+    options, _tables = prepare_source(config)
+    exported = create_slot_exporting_snapshot(options)
+    stages: list[dict[str, Any]] = []
+
+    def timed(stage: str, what: str, run: Callable[[], int]) -> None:
+        started = time.perf_counter()
+        count = run()
+        seconds = time.perf_counter() - started
+        stages.append({"stage": stage, "what": what, "rows": count, "seconds": seconds,
+                       "rows_per_s": count / seconds})
+
+    try:
+        copy = bench.copy_rate("public.orders", 1)
+        stages.append({"stage": "copy", "what": "COPY TO STDOUT, 1 connection (the limit)", **copy})
+        spark_options = config.as_properties(include_secrets=True)
+        spark_options["cdckit.snapshot.name"] = exported.snapshot_name
+        spark_options["cdckit.snapshot.lsn"] = format_lsn(exported.consistent_point)
+        reader = PostgresSnapshotReader(spark_options)
+        partitions = [p for p in reader.partitions() if isinstance(p, SnapshotPartition)]
+
+        def cursor_rows() -> int:
+            return sum(1 for p in partitions for _ in read_chunk(spark_options, exported.snapshot_name, p.table,
+                                                                  p.chunk, 10_240))
+
+        def formatted_rows() -> int:
+            return sum(batch.num_rows for p in partitions for batch in reader.read(p))
+
+        timed("cursor", "rows fetched by the chunk queries, 1 process", cursor_rows)
+        timed("format", "+ events formatted into Arrow batches, 1 process", formatted_rows)
+        frame = snapshot_frame(bench.spark, config, exported.snapshot_name, exported.consistent_point)
+        frame.write.format("noop").mode("overwrite").save()  # the Python workers start and warm up
+
+        def spark_read() -> int:
+            frame.write.format("noop").mode("overwrite").save()
+            return rows
+
+        def files_sink() -> int:
+            return sum(Sink(bench.spark, options).snapshot(frame).values())
+
+        timed("spark", f"+ Spark reads the data source ({os.cpu_count()} cores), nothing written", spark_read)
+        timed("sink", "+ the files sink writes the records", files_sink)
+    finally:
+        exported.release()
+    bench.drop_slots()
+    return {"rows": rows, "stages": stages}
+
+
+def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
+    """Debezium's PostgreSQL connector (in Debezium Server) and cdckit side by side on the same table, the same
+    changes and the same Kafka broker: the snapshot of ``rows`` rows, then a backlog of ``changes`` updates
+    (both slots exist before the updates; each capture then runs alone until the last record is in Kafka)."""
+    from debezium_server import create_slot, run_debezium
+
+    from cdckit.lab.kafka_broker import KafkaBroker
+
+    bench.table("public.orders", rows)
+    properties = bench.pg.connector_properties("postgres")
+    work = bench.base / "debezium"
+    broker = KafkaBroker(bench.base.parent / "kafka-debezium").start()
+    try:
+        bootstrap = broker.bootstrap_servers
+        kafka = {"cdckit.sink": "kafka", "kafka.bootstrap.servers": bootstrap,
+                 "topic.creation.default.partitions": "4"}
+        common = {"table_include": "public.orders", "partitions": 4}
+        debezium_snapshot = run_debezium(properties, bootstrap, work / "snapshot", snapshot_mode="initial",
+                                         expected_records=rows, topic="dbzsnap.public.orders", topic_prefix="dbzsnap",
+                                         slot_name="dbz_snapshot", publication_name="dbz_snapshot", **common)
+        started = time.perf_counter()
+        report = run_snapshot(bench.spark, bench.config("public\\.orders", **kafka))
+        seconds = time.perf_counter() - started
+        cdckit_snapshot = {"records": report.rows, "seconds": seconds, "records_per_s": report.rows / seconds}
+
+        stream = {"topic": "dbzstream.public.orders", "topic_prefix": "dbzstream", "slot_name": "dbz_stream",
+                  "publication_name": "dbz_stream"}
+        create_slot(properties, bootstrap, work / "stream", **stream, **common)
+        stream_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
+        run_snapshot(bench.spark, stream_config, data=False)
+        bench.update_rows("public.orders", changes)
+        debezium_stream = run_debezium(properties, bootstrap, work / "stream", snapshot_mode="no_data",
+                                       expected_records=changes, **stream, **common)
+        started = time.perf_counter()
+        streamed = run_stream(bench.spark, stream_config)
+        seconds = time.perf_counter() - started
+        cdckit_stream = {"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
+                         "records_per_s": streamed.events / seconds}
+    finally:
+        broker.stop()
+    bench.drop_slots()
+    return {"rows": rows, "changes": changes,
+            "snapshot": {"debezium": debezium_snapshot, "cdckit": cdckit_snapshot},
+            "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream}}
 
 
 def measure_scaling(bench: Bench, params: dict[str, Any]) -> dict[str, Any]:
@@ -487,17 +599,53 @@ def report(results: dict[str, Any], images: list[str]) -> str:
     for key, label in (("rows", "rows"), ("tables", "tables"), ("partitions", "partitions")):
         lines.append(f"- {label}: " + ", ".join(f"{p[key]:,} -> {p['seconds']:.1f} s ({p['rows_per_s']:,.0f} rows/s)"
                                                  for p in results["scaling"][key]))
-    lines += ["", "## Where the time goes", "",
-              f"The per-event path alone (no Spark, one core): {profile['events_per_s_one_core']:,.0f} events/s "
-              f"formatting update events of the bench table. Largest cumulative shares:", "",
+    lines += debezium_section(results.get("debezium"))
+    lines += stages_section(results.get("stages"))
+    lines += ["", f"The per-event path alone (no Spark, one core): {profile['events_per_s_one_core']:,.0f} events/s "
+              f"formatting update events of the bench table. Largest cumulative shares under the profiler:", "",
               "| function | share |", "|---|---|"]
     for entry in profile["top_cumulative"][:8]:
         lines.append(f"| `{entry['function']}` | {entry['share']:.0%} |")
     lines += ["", "## Plots", ""] + [f"![{name}](plots/{name})" for name in images]
-    lines += ["", "## Not measured", "",
-              "- Debezium's PostgreSQL connector side by side: not run here (Debezium Server is not started by "
-              "this script yet).", ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
+
+
+def debezium_section(result: dict[str, Any] | None) -> list[str]:
+    if not result:
+        return []
+    server = result["snapshot"]["debezium"]
+    lines = ["", "## Debezium's PostgreSQL connector side by side", "",
+             f"Debezium Server {server['version']} (Java {server['java']}, pgoutput, its Kafka sink, JSON with "
+             f"schemas, its default settings) and cdckit (Kafka sink) on the same table and broker (4 partitions). "
+             f"Times run from the start of Debezium's process, or of cdckit's job in an already running Spark "
+             f"session, to the last record acknowledged by Kafka; Debezium's steady rate leaves out its JVM and "
+             f"connector start (the time to its first record).", "",
+             "| what | Debezium total | Debezium steady | cdckit | cdckit / Debezium (total) |",
+             "|---|---|---|---|---|"]
+    for key, label in (("snapshot", f"snapshot, {result['rows']:,} rows"),
+                       ("stream", f"stream, backlog of {result['changes']:,} updates")):
+        dbz, ours = result[key]["debezium"], result[key]["cdckit"]
+        lines.append(f"| {label} | {dbz['records_per_s']:,.0f} records/s ({dbz['seconds']:.1f} s, first record "
+                     f"after {dbz['startup_s']:.1f} s) | {dbz['steady_records_per_s']:,.0f} records/s | "
+                     f"{ours['records_per_s']:,.0f} records/s ({ours['seconds']:.1f} s) | "
+                     f"{ours['records_per_s'] / dbz['records_per_s']:.2f}x |")
+    return lines
+
+
+def stages_section(result: dict[str, Any] | None) -> list[str]:
+    lines = ["", "## Where the time goes", ""]
+    if not result:
+        return lines
+    lines += [f"A snapshot of {result['rows']:,} rows under one exported snapshot, read by ever more of cdckit's "
+              f"path; each row's extra cost is that stage's (wall-clock microseconds per row).", "",
+              "| stage | rows/s | µs per row | added by this stage |", "|---|---|---|---|"]
+    previous = 0.0
+    for stage in result["stages"]:
+        micros = 1e6 / stage["rows_per_s"]
+        lines.append(f"| {stage['what']} | {stage['rows_per_s']:,.0f} | {micros:.1f} | "
+                     f"{'' if not previous else f'{micros - previous:+.1f}'} |")
+        previous = micros
+    return lines
 
 
 def main() -> None:
@@ -523,6 +671,8 @@ def main() -> None:
                                  for rate in params["latency_rates"]]),
             ("scaling", lambda: measure_scaling(bench, params)),
             ("kafka", lambda: measure_kafka(bench, params["kafka_rows"])),
+            ("stages", lambda: measure_stages(bench, params["stages_rows"])),
+            ("debezium", lambda: measure_debezium(bench, params["debezium_rows"], params["debezium_changes"])),
         ]
         for name, step in steps:
             began = time.perf_counter()
