@@ -154,26 +154,34 @@ def timestamp_converter(to_unit: Callable[[int], int]) -> Callable[[str], int]:
 _UTC_TIMESTAMPTZ_RE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d*[1-9])?\+00")
 
 
-def timestamptz_iso(text: str) -> str:
+def timestamptz_iso(text: str, precision: int | None = None) -> str:
+    """A timestamptz as Debezium's ZonedTimestamp: UTC, ISO 8601. With the column's ``precision`` (0-6; plain
+    timestamptz is 6), the fraction has exactly that many digits, as Debezium 2.5's PostgreSQL connector writes
+    it ('2024-03-05T10:20:05.120000Z'); without it, trailing zeros are trimmed."""
     stripped = text.strip()
     if stripped in ("infinity", "-infinity"):
         return stripped
     if _UTC_TIMESTAMPTZ_RE.fullmatch(stripped):
         # Already UTC (cdckit's sessions use TimeZone=UTC) in years 0001-9999 with trimmed fraction digits:
-        # only the separators differ from the ISO form.
-        return stripped[:10] + "T" + stripped[11:-3] + "Z"
-    return format_iso_utc_timestamp(parse_timestamptz(stripped))
+        # only the separators (and the fraction's width) differ from the ISO form.
+        if precision is None:
+            return stripped[:10] + "T" + stripped[11:-3] + "Z"
+        fraction = "." + stripped[20:-3].ljust(precision, "0") if precision > 0 else ""
+        return stripped[:10] + "T" + stripped[11:19] + fraction + "Z"
+    return format_iso_utc_timestamp(parse_timestamptz(stripped), precision)
 
 
-def _fraction(micros: int) -> str:
+def _fraction(micros: int, width: int | None = None) -> str:
+    if width is not None:
+        return "." + f"{micros:06d}"[:width] if width > 0 else ""
     return "" if micros == 0 else "." + f"{micros:06d}".rstrip("0")
 
 
-def _clock(micros_of_day: int) -> str:
+def _clock(micros_of_day: int, width: int | None = None) -> str:
     seconds, micros = divmod(micros_of_day, MICROS_PER_SECOND)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return f"{hour:02d}:{minute:02d}:{second:02d}{_fraction(micros)}"
+    return f"{hour:02d}:{minute:02d}:{second:02d}{_fraction(micros, width)}"
 
 
 def format_iso_utc_time(micros_of_day: int) -> str:
@@ -181,8 +189,9 @@ def format_iso_utc_time(micros_of_day: int) -> str:
     return _clock(micros_of_day) + "Z"
 
 
-def format_iso_utc_timestamp(epoch_micros: int) -> str:
-    """As java.time ISO_OFFSET_DATE_TIME prints a UTC instant: '2018-06-20T13:13:16.945104Z', '-0043-03-15T...'."""
+def format_iso_utc_timestamp(epoch_micros: int, width: int | None = None) -> str:
+    """As java.time ISO_OFFSET_DATE_TIME prints a UTC instant: '2018-06-20T13:13:16.945104Z', '-0043-03-15T...';
+    with ``width``, exactly that many fraction digits."""
     days, micros = divmod(epoch_micros, MICROS_PER_DAY)
     year, month, day = civil_from_days(days)
     if year > 9999:
@@ -191,7 +200,7 @@ def format_iso_utc_timestamp(epoch_micros: int) -> str:
         year_text = f"-{-year:04d}"
     else:
         year_text = f"{year:04d}"
-    return f"{year_text}-{month:02d}-{day:02d}T{_clock(micros)}Z"
+    return f"{year_text}-{month:02d}-{day:02d}T{_clock(micros, width)}Z"
 
 
 def parse_interval(text: str) -> tuple[int, int, int]:

@@ -44,6 +44,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import partial
 from typing import Any, TypeVar
 
 from cdckit import errors
@@ -321,7 +322,9 @@ TYPE_REGISTRY: dict[str, TypeRow] = {
     "date": _DATE_ROW,
     "time": _TIME_ROW,
     "timestamp": _TIMESTAMP_ROW,
-    "timestamptz": _one(_fixed("string", "io.debezium.time.ZonedTimestamp"), pv.timestamptz_iso),
+    # Debezium 2.5 writes the fraction at the column's precision (6 unless declared): '...05.120000Z'.
+    "timestamptz": TypeRow(None, {"*": TypeRule(_fixed("string", "io.debezium.time.ZonedTimestamp"),
+                                                lambda c: partial(pv.timestamptz_iso, precision=_time_precision(c)))}),
     "timetz": _one(_fixed("string", "io.debezium.time.ZonedTime"),
                    lambda text: pv.format_iso_utc_time(pv.parse_timetz(text))),
     "interval": _INTERVAL_ROW,
