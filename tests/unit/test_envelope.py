@@ -13,6 +13,7 @@ from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.debezium.envelope import (
     FormatSettings,
     TableFormat,
+    dumps,
     format_settings,
     heartbeat_messages,
 )
@@ -77,6 +78,7 @@ def test_key_without_schemas_is_the_bare_payload() -> None:
 def test_value_schema_is_an_envelope_with_optional_value_structs(fmt: TableFormat) -> None:
     schema = value_doc(fmt, event(after=ROW))["schema"]
     assert schema["name"] == "dbserver1.inventory.customers.Envelope"
+    assert list(schema)[-2:] == ["name", "version"] and schema["version"] == 1  # as Debezium 2.5.2 writes it
     assert schema["optional"] is False
     assert [f["field"] for f in schema["fields"]] == ["before", "after", "source", "op", "ts_ms", "transaction"]
     before, after = schema["fields"][0], schema["fields"][1]
@@ -214,6 +216,16 @@ def test_key_column_excluded_from_values_stays_in_the_key() -> None:
     fmt = TableFormat(table, settings())
     assert json.loads(fmt.key_json(ROW))["payload"] == {"id": 1001}
     assert value_doc(fmt, event(after=ROW))["payload"]["after"] == {"first_name": "Sally"}
+
+
+def test_json_text_escapes_as_jacksons_json_converter_does() -> None:
+    # Kafka Connect's JsonConverter (Jackson) escapes characters beyond U+FFFF as surrogate pairs and writes
+    # control-character escapes in upper-case hex; other non-ASCII text stays UTF-8.
+    value = "é 中文 😀 \x01\x1f \\u001f"
+    text = dumps({"v": value})
+    assert text == '{"v":"é 中文 \\uD83D\\uDE00 \\u0001\\u001F \\\\u001f"}'
+    assert json.loads(text)["v"] == value
+    assert dumps({"v": "plain ascii"}) == '{"v":"plain ascii"}'
 
 
 # -- Spark event rows ---------------------------------------------------------------------------------------------
