@@ -135,6 +135,8 @@ def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, cons
     options = config.as_properties(include_secrets=True)
     options["cdckit.snapshot.name"] = snapshot_name
     options["cdckit.snapshot.lsn"] = format_lsn(consistent_point)
+    # Debezium stamps every snapshot record's source.ts_ms with the time the snapshot started, not the row's read.
+    options["cdckit.snapshot.ts_ms"] = str(time.time_ns() // 1_000_000)
     return spark.read.format("cdckit_postgres_snapshot").options(**to_spark_options(options)).load()
 
 

@@ -81,10 +81,15 @@ def test_snapshot_under_concurrent_writes_then_stream_reproduces_the_table(postg
 
     for key, positions in positions_by_key(config, topic).items():
         assert positions == sorted(positions), f"events of key {key} are out of order"
-    snapshot_markers = [payload(r["value"])["source"]["snapshot"] for r in records(config, topic)
-                        if r["value"] is not None and payload(r["value"])["op"] == "r"]
+    reads = [payload(r["value"]) for r in records(config, topic)
+             if r["value"] is not None and payload(r["value"])["op"] == "r"]
+    snapshot_markers = [read["source"]["snapshot"] for read in reads]
     assert snapshot_markers.count("last") == 1
+    assert snapshot_markers.count("first") == 1 and snapshot_markers[0] == "first"  # the first chunk's first row
     assert len(snapshot_markers) == snapshot.rows
+    # As Debezium: every snapshot record's source.ts_ms is the snapshot's start, before any record was written.
+    assert len({read["source"]["ts_ms"] for read in reads}) == 1
+    assert reads[0]["source"]["ts_ms"] <= min(read["ts_ms"] for read in reads)
 
 
 def test_stream_events_are_debezium_envelopes_with_tombstones_and_pk_updates(postgres: Any, spark: Any,

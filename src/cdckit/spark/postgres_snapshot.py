@@ -1,7 +1,8 @@
 """Spark batch data source: a PostgreSQL snapshot read in parallel chunks under one exported snapshot.
 
-Options: the connector properties plus ``cdckit.snapshot.name`` (the exported snapshot) and
-``cdckit.snapshot.lsn`` (the slot's consistent point). Rows stream from the database through the
+Options: the connector properties plus ``cdckit.snapshot.name`` (the exported snapshot),
+``cdckit.snapshot.lsn`` (the slot's consistent point) and ``cdckit.snapshot.ts_ms`` (when the snapshot started:
+every record's ``source.ts_ms``, as Debezium writes it). Rows stream from the database through the
 executors; nothing is collected on the driver.
 """
 
@@ -85,6 +86,7 @@ class PostgresSnapshotReader(DataSourceReader):
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         options = self.options
         lsn = parse_lsn(options["cdckit.snapshot.lsn"])
+        started_ms = int(options.get("cdckit.snapshot.ts_ms") or now_ms())
         if isinstance(partition, SchemaChangePartition):
             yield schema_change_row(options, partition.table, lsn, partition.tx_id)
             return
@@ -94,18 +96,23 @@ class PostgresSnapshotReader(DataSourceReader):
         table_format = TableFormat(table, format_settings(options))
         records = record_builder(options, lambda _event: (table, table_format), lambda event: str(event.tx_id))
         fetch_size = int(options.get("snapshot.fetch.size", "10240"))
+        # Debezium 2.5 marks the snapshot's first record "first" and its last "last" (which wins for a snapshot
+        # of one row); the rest are "true".
+        marker = "first" if partition.chunk.first else "true"
         previous: dict[str, Any] | None = None
         for row in read_chunk(options, options["cdckit.snapshot.name"], table, partition.chunk, fetch_size):
             if previous is not None:
-                yield from records.rows(_read_event(partition, previous, lsn, "true"))
+                yield from records.rows(_read_event(partition, previous, lsn, marker, started_ms))
+                marker = "true"
             previous = row
         if previous is not None:
-            marker = "last" if partition.chunk.last else "true"
-            yield from records.rows(_read_event(partition, previous, lsn, marker))
+            yield from records.rows(_read_event(partition, previous, lsn, "last" if partition.chunk.last else marker,
+                                                started_ms))
 
 
-def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str) -> ChangeEvent:
-    return ChangeEvent(partition.table.schema, partition.table.name, "r", None, row, Position(lsn, lsn, 0), now_ms(),
+def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str,
+                started_ms: int) -> ChangeEvent:
+    return ChangeEvent(partition.table.schema, partition.table.name, "r", None, row, Position(lsn, lsn, 0), started_ms,
                        partition.tx_id, snapshot=marker, sequence=(None, lsn))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
@@ -32,6 +32,7 @@ class SnapshotChunk:
     lower: int | None  # inclusive; None = unbounded
     upper: int | None  # exclusive; None = unbounded
     last: bool = False  # the final chunk of the whole snapshot: its final row is marked snapshot=last
+    first: bool = False  # the snapshot's first chunk: its first row is marked snapshot=first
 
 
 def plan_chunks(conn: Connection, tables: list[TableInfo], chunk_rows: int, ctid_ranges: bool = True
@@ -41,9 +42,8 @@ def plan_chunks(conn: Connection, tables: list[TableInfo], chunk_rows: int, ctid
     for table in tables:
         chunks.extend(_plan_table(conn, table, chunk_rows, ctid_ranges))
     if chunks:
-        final = chunks[-1]
-        chunks[-1] = SnapshotChunk(final.schema, final.table, final.index, final.predicate, final.lower,
-                                   final.upper, last=True)
+        chunks[0] = replace(chunks[0], first=True)
+        chunks[-1] = replace(chunks[-1], last=True)
     return chunks
 
 
