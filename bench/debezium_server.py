@@ -53,23 +53,17 @@ the envelope, ``source`` and row schemas and payloads the same; column schemas a
 (``snapshot`` allowed "true,last,false,incremental"); ``source.version`` "2.5.2.Final" both; ``xmin`` null both;
 stream ``txId``, ``lsn``, ``ts_ms`` and ``sequence`` the same, except as below; a delete's ``before`` (key only
 in the old tuple: "" / 0 / epoch for the NOT NULL columns, null for the others) and its tombstone the same.
-What differs:
+The self-check found six differences; cdckit now matches Debezium 2.5.2 in five (docs/decisions/0016): the
+Envelope schema's ``"version":1``; timestamptz written at the column's fractional width, six digits for plain
+timestamptz (``2024-03-05T10:20:05.120000Z``, ``...05.000000Z``; ZonedTimestamp.getDateTimeFormatter in
+debezium-core 2.5.2 uses ``appendFraction(NANO_OF_SECOND, w, w, true)`` with w the column's scale); the
+snapshot's first record marked "first" (though 2.5.2's schema does not list it); a character outside the Basic
+Multilingual Plane written as Jackson writes it, an escaped surrogate pair (``"\\uD83D\\uDE00"``); and the
+snapshot's ``source.ts_ms``, the snapshot's start for every record. What still differs:
 
-- the Envelope schema: Debezium ``"name":"bench.public.orders.Envelope","version":1``, cdckit has no
-  ``version`` (every record);
-- timestamptz: Debezium writes the column's fractional width, six digits for plain timestamptz
-  (``2024-03-05T10:20:05.120000Z``, ``...05.000000Z``, ``1969-12-31T23:59:59.500000Z``), cdckit trims
-  (``...05.12Z``, ``...05Z``, ``...59.5Z``); ZonedTimestamp.getDateTimeFormatter in debezium-core 2.5.2 uses
-  ``appendFraction(NANO_OF_SECOND, w, w, true)`` with w the column's scale, its trimming formatter only when w
-  is null, 0 or above 9;
-- ``source.snapshot``: Debezium marks the first snapshot record "first" (middle "true", last "last"), cdckit
-  "true" (then "true", "last"), though 2.5.2's schema does not list "first";
-- a character outside the Basic Multilingual Plane: Debezium (Jackson, via JsonConverter) writes it as an
-  escaped surrogate pair (``"\\uD83D\\uDE00"``), cdckit as raw UTF-8 (``"😀"``);
 - the first streamed transaction after a start without committed offsets: Debezium ``sequence``
-  ``[null,"<lsn>"]``, cdckit ``["<slot's confirmed_flush_lsn>","<lsn>"]`` (later transactions the same);
-- snapshot ``source.ts_ms``: Debezium's is the snapshot's start for every record, cdckit's each row's read time;
-  the snapshot's ``lsn``/``txId`` are taken differently (Debezium: pg_current_wal_lsn() and txid_current() in
+  ``[null,"<lsn>"]``, cdckit ``["<the batch's start position>","<lsn>"]`` (later transactions the same);
+- the snapshot's ``lsn``/``txId`` are taken differently (Debezium: pg_current_wal_lsn() and txid_current() in
   the snapshot transaction; cdckit: the slot's consistent point and the exported snapshot's xmin), the same
   values on a quiet database (``snapshot_positions``).
 
@@ -855,14 +849,15 @@ def _cdckit_options(dsn_properties: Mapping[str, str], topic_prefix: str, **extr
 
 def cdckit_snapshot_texts(dsn_properties: Mapping[str, str], schema: str, table: str, key_ids: list[int], *,
                           lsn: int, tx_id: int | None, source_ts_ms: int, processed_ts_ms: int,
-                          last_id: int | None = None, topic_prefix: str = "bench"
+                          first_id: int | None = None, last_id: int | None = None, topic_prefix: str = "bench"
                           ) -> dict[int, tuple[str | None, str]]:
     """cdckit's key and value texts for snapshot reads of the rows ``key_ids``, built without Spark as its
     snapshot builds them (cdckit.spark.postgres_snapshot): the row as PostgreSQL's text output on a cdckit
     connection, ``op`` r, ``source.lsn`` the snapshot's LSN and ``source.sequence`` ``[null, "<lsn>"]``,
-    ``txId`` the snapshot transaction's, ``snapshot`` "last" for the table's last row (``last_id``) and "true"
-    for the others. The LSN, txId and both ts_ms are given (a comparison passes Debezium's), so that the texts
-    can be compared with Debezium's byte for byte."""
+    ``txId`` the snapshot transaction's, ``snapshot`` "first" for the table's first row (``first_id``), "last"
+    for its last row (``last_id``, which wins for a table of one row) and "true" for the others. The LSN, txId
+    and both ts_ms are given (a comparison passes Debezium's), so that the texts can be compared with
+    Debezium's byte for byte."""
     from cdckit.dialect.postgres.catalog import load_table
     from cdckit.dialect.postgres.connection import connect
     from cdckit.events import ChangeEvent, Position
@@ -885,7 +880,8 @@ def cdckit_snapshot_texts(dsn_properties: Mapping[str, str], schema: str, table:
     for row in rows:
         key_id = int(str(row["id"]))
         event = ChangeEvent(schema, table, "r", None, row, Position(lsn, lsn, 0), source_ts_ms, tx_id,
-                            snapshot="last" if key_id == last_id else "true", sequence=(None, lsn))
+                            snapshot="last" if key_id == last_id else "first" if key_id == first_id else "true",
+                            sequence=(None, lsn))
         texts[key_id] = (table_format.key_json(row), table_format.value_json(event, processed_ts_ms))
     missing = set(key_ids) - set(texts)
     if missing:
@@ -1226,7 +1222,7 @@ def main() -> None:
                 (c_key, c_value), = cdckit_snapshot_texts(
                     db, "public", "orders", [key_id], lsn=source["lsn"], tx_id=source["txId"],
                     source_ts_ms=source["ts_ms"], processed_ts_ms=debezium_value["payload"]["ts_ms"],
-                    last_id=rows).values()
+                    first_id=1, last_id=rows).values()
                 if label in marks:
                     cdckit_marks[label] = _source(c_value)["snapshot"]
                     if label == "first":
