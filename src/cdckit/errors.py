@@ -7,6 +7,8 @@ The command line prints ``CdcKitError`` messages without a traceback and exits w
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _WRAPPED_ERROR = re.compile(
     r"cdckit\.[\w.]*?(\w+Error): (.+?)(?:\n\s*(?:at |\tat |JVM stacktrace|Traceback|SQLSTATE|$)|\Z)", re.DOTALL)
@@ -20,6 +22,21 @@ def wrapped_message(exc: BaseException) -> str | None:
 
 class CdcKitError(Exception):
     """Base class: a problem the user can fix, with a message that says how."""
+
+
+@contextmanager
+def from_spark(what: str) -> Iterator[None]:
+    """A cdckit error raised inside Spark (in a task or a foreachBatch) comes back as one CdcKitError line,
+    ``<what>: <its message>``, instead of Spark's wrapped trace; any other exception passes unchanged."""
+    try:
+        yield
+    except CdcKitError:
+        raise
+    except Exception as exc:
+        message = wrapped_message(exc)
+        if message is None:
+            raise
+        raise CdcKitError(f"{what}: {message}") from None
 
 
 class ConfigurationError(CdcKitError):

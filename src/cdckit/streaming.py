@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
-from cdckit.errors import CdcKitError, wrapped_message
+from cdckit.errors import from_spark
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
@@ -82,19 +82,15 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         writer = writer.trigger(processingTime=interval)
     query = writer.queryName(query_name).start()
     try:
-        while query.isActive:
-            if enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]:
-                # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
-                # and replayed by the next run.
-                query.stop()
-        query.awaitTermination()
+        with from_spark("the stream stopped"):
+            while query.isActive:
+                if enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]:
+                    # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
+                    # and replayed by the next run.
+                    query.stop()
+            query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
-    except Exception as exc:
-        message = wrapped_message(exc)
-        if message is None:
-            raise
-        raise CdcKitError(f"the stream stopped: {message}") from None
     finally:
         report.events_per_topic = dict(sorted(totals.items()))
     return query

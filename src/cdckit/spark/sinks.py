@@ -223,17 +223,10 @@ class Sink:
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
                  controls_dir: str | None = None) -> WriteSummary:
         """Write a snapshot; a cdckit error raised in a Spark task comes back as itself, one line."""
-        from cdckit.errors import CdcKitError, wrapped_message
+        from cdckit.errors import from_spark
 
-        try:
+        with from_spark("the snapshot stopped"):
             return self._snapshot(df, controls, controls_dir)
-        except CdcKitError:
-            raise
-        except Exception as exc:
-            message = wrapped_message(exc)
-            if message is None:
-                raise
-            raise CdcKitError(f"the snapshot stopped: {message}") from None
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None) -> WriteSummary:
