@@ -447,8 +447,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
     """Debezium's PostgreSQL connector (in Debezium Server) and cdckit side by side on the same table, the same
     changes and the same Kafka broker: the snapshot of ``rows`` rows, then a backlog of ``changes`` updates
     (both slots exist before the updates; each capture then runs alone until the last record is in Kafka)."""
-    from debezium_server import create_slot, run_debezium
-
+    from cdckit.lab.debezium import create_slot, run_debezium
     from cdckit.lab.kafka_broker import KafkaBroker
 
     bench.table("public.orders", rows)

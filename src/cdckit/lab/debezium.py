@@ -1,6 +1,6 @@
 """Debezium's own PostgreSQL connector (in Debezium Server), run beside cdckit on the same PostgreSQL and Kafka.
 
-    .venv/bin/python bench/debezium_server.py     # quick self-check: 50,000 rows, own PostgreSQL and broker
+    .venv/bin/python -m cdckit.lab.debezium       # quick self-check: 50,000 rows, own PostgreSQL and broker
     DBZ_BENCH_ROWS=5000 DBZ_BENCH_KEEP=1 ...       # fewer rows; keep the temp folder (logs) afterwards
     DBZ_BENCH_VERSION=2.5.2.Final ...              # another Debezium release (default VERSION, 3.6.0.Final)
 
@@ -47,25 +47,10 @@ and its middle and last ones, built by cdckit's envelope code from the row as cd
 given Debezium's lsn, txId and ts_ms; then an insert, a delete (and its tombstone) and two update transactions,
 decoded by cdckit's ChangeDecoder from a slot of its own, each record written with Debezium's record ts_ms.
 
-Found against Debezium 2.5.2.Final, the release cdckit's format follows (decision 0002), on the bench table
-(bigint id, text, numeric(12,2), timestamptz, date, boolean, uuid, text): keys byte-identical; field order of
-the envelope, ``source`` and row schemas and payloads the same; column schemas and ``source`` schema the same
-(``snapshot`` allowed "true,last,false,incremental"); ``source.version`` "2.5.2.Final" both; ``xmin`` null both;
-stream ``txId``, ``lsn``, ``ts_ms`` and ``sequence`` the same, except as below; a delete's ``before`` (key only
-in the old tuple: "" / 0 / epoch for the NOT NULL columns, null for the others) and its tombstone the same.
-The self-check found six differences; cdckit now matches Debezium 2.5.2 in five (docs/decisions/0016): the
-Envelope schema's ``"version":1``; timestamptz written at the column's fractional width, six digits for plain
-timestamptz (``2024-03-05T10:20:05.120000Z``, ``...05.000000Z``; ZonedTimestamp.getDateTimeFormatter in
-debezium-core 2.5.2 uses ``appendFraction(NANO_OF_SECOND, w, w, true)`` with w the column's scale); the
-snapshot's first record marked "first" (though 2.5.2's schema does not list it); a character outside the Basic
-Multilingual Plane written as Jackson writes it, an escaped surrogate pair (``"\\uD83D\\uDE00"``); and the
-snapshot's ``source.ts_ms``, the snapshot's start for every record. What still differs:
-
-- the first streamed transaction after a start without committed offsets: Debezium ``sequence``
-  ``[null,"<lsn>"]``, cdckit ``["<the batch's start position>","<lsn>"]`` (later transactions the same);
-- the snapshot's ``lsn``/``txId`` are taken differently (Debezium: pg_current_wal_lsn() and txid_current() in
-  the snapshot transaction; cdckit: the slot's consistent point and the exported snapshot's xmin), the same
-  values on a quiet database (``snapshot_positions``).
+Found against Debezium 2.5.2.Final, the release cdckit's format follows (decision 0002): what differed, what
+cdckit changed to match it (the Envelope schema's version, timestamptz fraction widths, snapshot markers and
+times, Jackson's escapes and float notation) and what still differs is in docs/decisions/0016;
+tests/integration/test_debezium_compat.py checks it in CI.
 
 Found against Debezium 3.6.0.Final, besides the above: ``ts_us``/``ts_ns`` in the envelope (after ``ts_ms``,
 with ``transaction`` moved before ``op``) and in ``source`` (after ``sequence``), ``source.origin`` and
@@ -497,6 +482,13 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     except Exception as error:  # TOPIC_ALREADY_EXISTS from a concurrent creator is fine
         if "already exists" not in str(error).lower():
             raise
+    deadline = time.monotonic() + 30  # a new topic's metadata reaches the broker's answers a moment later
+    while time.monotonic() < deadline:
+        metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is not None and metadata.error is None and len(metadata.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise DebeziumServerError(f"topic {topic} was created but did not appear in the broker's metadata in 30 s")
 
 
 class EndOffsets:
@@ -1117,13 +1109,9 @@ EDGE_ROWS = (
 
 
 def _sql(dsn_properties: Mapping[str, str], *statements: str) -> None:
-    conn = _connect(dsn_properties)
-    try:
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
+    with contextlib.closing(_connect(dsn_properties)) as conn, conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
 
 
 def _show(label: str, result: Mapping[str, Any]) -> None:
