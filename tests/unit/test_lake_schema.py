@@ -56,6 +56,9 @@ def test_values_are_converted_to_their_lake_types() -> None:
     assert value_converter({"type": "bytes"})("AP8=") == b"\x00\xff"
     assert value_converter({"type": "map", "keys": INT32, "values": TEXT})([[1, "a"]]) == [(1, "a")]
     assert value_converter(_decimal(10, 2))(None) is None
+    double = value_converter({"type": "double"})  # Jackson writes NaN and the infinities as strings
+    assert (double(1.5), double("Infinity"), double("-Infinity")) == (1.5, float("inf"), float("-inf"))
+    assert double("NaN") != double("NaN")
 
 
 @pytest.mark.parametrize(("lake", "new", "expected"), [

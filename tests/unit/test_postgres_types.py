@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -110,15 +111,27 @@ def test_integer_types_emit_connect_integers(type_name: str, connect_type: str, 
     assert field.convert("0") == 0
 
 
+def json_text(value: Any) -> str:
+    """A converted value as it appears in the message text."""
+    return orjson.dumps(value).decode()
+
+
 @pytest.mark.parametrize(("type_name", "connect_type"), [("float4", "float"), ("float8", "double")])
-def test_floats_emit_float_including_nan_and_infinities(type_name: str, connect_type: str) -> None:
+def test_floats_are_written_as_java_writes_them_including_nan_and_infinities(type_name: str,
+                                                                            connect_type: str) -> None:
+    # Jackson (Kafka Connect's JsonConverter) writes Float/Double.toString and NaN/Infinity as strings
     field = mapped(type_name)
     assert field.schema == schema(connect_type)
-    assert field.convert("1.5") == 1.5
-    assert field.convert("-0.25") == -0.25
-    assert math.isnan(field.convert("NaN"))
-    assert field.convert("Infinity") == float("inf")
-    assert field.convert("-Infinity") == float("-inf")
+    written = {text: json_text(field.convert(text)) for text in (
+        "1.5", "-0.25", "100", "-0", "0.001", "0.0001", "1e-05", "9999999", "10000000", "1e+300",
+        "3.4028235e+38", "-1.25e-07", "NaN", "Infinity", "-Infinity")}
+    assert written == {
+        "1.5": "1.5", "-0.25": "-0.25", "100": "100.0", "-0": "-0.0", "0.001": "0.001", "0.0001": "1.0E-4",
+        "1e-05": "1.0E-5", "9999999": "9999999.0", "10000000": "1.0E7", "1e+300": "1.0E300",
+        "3.4028235e+38": "3.4028235E38", "-1.25e-07": "-1.25E-7", "NaN": '"NaN"', "Infinity": '"Infinity"',
+        "-Infinity": '"-Infinity"'}
+    assert all(math.isclose(float(json.loads(text)), float(value)) for value, text in written.items()
+               if value[-1].isdigit())
 
 
 # ---- numeric / money ----
@@ -194,8 +207,9 @@ def test_numeric_double_mode_emits_double() -> None:
     for typmod in (numeric_typmod(10, 2), -1):
         field = mapped("numeric", typmod, settings)
         assert field.schema == schema("double")
-        assert field.convert("-12.25") == -12.25
-        assert math.isnan(field.convert("NaN"))
+        assert json_text(field.convert("-12.25")) == "-12.25"
+        assert json_text(field.convert("12345678.900")) == "1.23456789E7"
+        assert json_text(field.convert("NaN")) == '"NaN"'
 
 
 def test_numeric_string_mode_emits_plain_text() -> None:
@@ -222,7 +236,7 @@ def test_money_precise_emits_decimal_scale_2() -> None:
 def test_money_double_mode_emits_double() -> None:
     field = mapped("money", settings=MappingSettings(decimal_handling_mode="double"))
     assert field.schema == schema("double")
-    assert field.convert("-$1,234.56") == -1234.56
+    assert json_text(field.convert("-$1,234.56")) == "-1234.56"
 
 
 def test_money_string_mode_emits_plain_decimal_with_two_digits() -> None:

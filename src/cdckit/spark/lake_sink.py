@@ -112,6 +112,8 @@ def value_converter(schema: Mapping[str, Any]) -> Callable[[Any], Any]:
         return lambda value: None if value is None else int(value) // -factor
     if name == _ZONED:
         return lambda value: None if value is None else datetime.fromisoformat(value)
+    if kind in ("float", "double", "float32", "float64"):  # NaN and the infinities arrive as strings
+        return lambda value: None if value is None else float(value)
     if kind == "bytes":
         return lambda value: None if value is None else base64.b64decode(value)
     if kind == "struct":

@@ -330,9 +330,40 @@ BINARY_ENCODERS: dict[str, Callable[[bytes], str]] = {
 
 
 def bits_little_endian(text: str) -> bytes:
-    """'101' -> bytes of BitSet(bit i = char len-1-i).toByteArray(): minimal little-endian (b'0000' -> b'')."""
-    number = int(text, 2)
+    """'101' -> bytes of BitSet(bit i = char len-1-i).toByteArray(): minimal little-endian (b'0000' -> b'',
+    and so is an empty bit varying)."""
+    number = int(text, 2) if text else 0
     return number.to_bytes((number.bit_length() + 7) // 8, "little")
+
+
+_NON_FINITE = {"NaN": "NaN", "nan": "NaN", "Infinity": "Infinity", "inf": "Infinity", "-Infinity": "-Infinity",
+               "-inf": "-Infinity"}
+
+
+def java_float_text(text: str) -> str:
+    """A float4 / float8 value ('1.5', '1e+300', '-0', '1e-05'; PostgreSQL's shortest round-trip digits, which
+    cdckit's sessions ask for) as Java's Float/Double.toString writes it, which is what Jackson writes for
+    Kafka Connect: decimal notation from 10^-3 up to 10^7 with at least one fraction digit ('100.0', '0.001'),
+    else one digit, a fraction and an exponent ('1.0E300', '1.0E-4'). NaN and the infinities keep their names."""
+    stripped = text.strip()
+    if stripped in _NON_FINITE:
+        return _NON_FINITE[stripped]
+    sign, digit_tuple, exponent = Decimal(stripped).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).lstrip("0")
+    minus = "-" if sign else ""
+    if not digits:
+        return minus + "0.0"
+    stripped_digits = digits.rstrip("0")
+    exponent += len(digits) - len(stripped_digits)
+    digits = stripped_digits
+    point = len(digits) - 1 + exponent  # the power of ten of the first digit
+    if -3 <= point < 7:
+        if point >= 0:
+            whole = digits[:point + 1].ljust(point + 1, "0")
+            return f"{minus}{whole}.{digits[point + 1:] or '0'}"
+        return f"{minus}0.{'0' * (-point - 1)}{digits}"
+    return f"{minus}{digits[0]}.{digits[1:] or '0'}E{point}"
 
 
 def parse_bool(text: str) -> bool:

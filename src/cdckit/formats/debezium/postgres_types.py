@@ -47,6 +47,8 @@ from decimal import Decimal
 from functools import partial
 from typing import Any, TypeVar
 
+import orjson
+
 from cdckit import errors
 from cdckit.formats.debezium import pg_values as pv
 
@@ -146,6 +148,18 @@ def _one(schema: Callable[[ColumnType], Schema], convert: TextConverter) -> Type
     return TypeRow(None, {"*": TypeRule(schema, _always(convert))})
 
 
+def _json_float(text: str) -> Any:
+    """A float for the envelope as Jackson writes a Java float or double: the number in Java's notation (a raw
+    JSON fragment: '1.0E300', '100.0'), NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"."""
+    java = pv.java_float_text(text)
+    return java if java in ("NaN", "Infinity", "-Infinity") else orjson.Fragment(java.encode())
+
+
+def _double_of(text: str) -> Any:
+    """A value converted to a Java double first (decimal.handling.mode=double), then written as Java writes it."""
+    return _json_float(repr(float(text.strip())))
+
+
 def _identity(text: str) -> str:
     return text
 
@@ -224,13 +238,13 @@ def _money_string(text: str) -> str:
 
 _NUMERIC_ROW = TypeRow("decimal_handling_mode", {
     "precise": TypeRule(_numeric_precise_schema, _numeric_precise_convert),
-    "double": TypeRule(_fixed("double"), _always(float)),
+    "double": TypeRule(_fixed("double"), _always(_double_of)),
     "string": TypeRule(_fixed("string"), _always(str.strip)),
 })
 _MONEY_ROW = TypeRow("decimal_handling_mode", {
     "precise": TypeRule(lambda _c: core_schema("bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "2"}),
                         _always(_money_precise)),
-    "double": TypeRule(_fixed("double"), _always(lambda text: float(pv.parse_money(text)))),
+    "double": TypeRule(_fixed("double"), _always(lambda text: _double_of(str(pv.parse_money(text))))),
     "string": TypeRule(_fixed("string"), _always(_money_string)),
 })
 
@@ -309,8 +323,8 @@ TYPE_REGISTRY: dict[str, TypeRow] = {
     "int4": _one(_fixed("int32"), int),
     "int8": _one(_fixed("int64"), int),
     "oid": _one(_fixed("int64"), int),
-    "float4": _one(_fixed("float"), float),
-    "float8": _one(_fixed("double"), float),
+    "float4": _one(_fixed("float"), _json_float),
+    "float8": _one(_fixed("double"), _json_float),
     "numeric": _NUMERIC_ROW,
     "decimal": _NUMERIC_ROW,
     "money": _MONEY_ROW,
