@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from cdckit.dialect.postgres.catalog import TableInfo, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
-from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk
+from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk, snapshot_marker
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
@@ -96,18 +96,18 @@ class PostgresSnapshotReader(DataSourceReader):
         table_format = TableFormat(table, format_settings(options))
         records = record_builder(options, lambda _event: (table, table_format), lambda event: str(event.tx_id))
         fetch_size = int(options.get("snapshot.fetch.size", "10240"))
-        # Debezium 2.5 marks the snapshot's first record "first" and its last "last" (which wins for a snapshot
-        # of one row); the rest are "true".
-        marker = "first" if partition.chunk.first else "true"
+        chunk = partition.chunk
         previous: dict[str, Any] | None = None
-        for row in read_chunk(options, options["cdckit.snapshot.name"], table, partition.chunk, fetch_size):
+        first_row = True
+        for row in read_chunk(options, options["cdckit.snapshot.name"], table, chunk, fetch_size):
             if previous is not None:
+                marker = snapshot_marker(chunk, first_row, last_row=False)
                 yield from records.rows(_read_event(partition, previous, lsn, marker, started_ms))
-                marker = "true"
+                first_row = False
             previous = row
         if previous is not None:
-            yield from records.rows(_read_event(partition, previous, lsn, "last" if partition.chunk.last else marker,
-                                                started_ms))
+            marker = snapshot_marker(chunk, first_row, last_row=True)
+            yield from records.rows(_read_event(partition, previous, lsn, marker, started_ms))
 
 
 def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str,

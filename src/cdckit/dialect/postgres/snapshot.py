@@ -33,6 +33,8 @@ class SnapshotChunk:
     upper: int | None  # exclusive; None = unbounded
     last: bool = False  # the final chunk of the whole snapshot: its final row is marked snapshot=last
     first: bool = False  # the snapshot's first chunk: its first row is marked snapshot=first
+    first_in_table: bool = False  # the table's first chunk: its first row is first_in_data_collection
+    last_in_table: bool = False  # the table's final chunk: its final row is last_in_data_collection
 
 
 def plan_chunks(conn: Connection, tables: list[TableInfo], chunk_rows: int, ctid_ranges: bool = True
@@ -40,7 +42,11 @@ def plan_chunks(conn: Connection, tables: list[TableInfo], chunk_rows: int, ctid
     """Split each table into chunks of about ``chunk_rows`` rows; runs inside the exported snapshot."""
     chunks: list[SnapshotChunk] = []
     for table in tables:
-        chunks.extend(_plan_table(conn, table, chunk_rows, ctid_ranges))
+        planned = _plan_table(conn, table, chunk_rows, ctid_ranges)
+        if planned:
+            planned[0] = replace(planned[0], first_in_table=True)
+            planned[-1] = replace(planned[-1], last_in_table=True)
+        chunks.extend(planned)
     if chunks:
         chunks[0] = replace(chunks[0], first=True)
         chunks[-1] = replace(chunks[-1], last=True)
@@ -79,6 +85,21 @@ def _plan_table(conn: Connection, table: TableInfo, chunk_rows: int, ctid_ranges
             return [SnapshotChunk(table.schema, table.name, i, "ctid", None if i == 0 else start,
                                   None if i == len(starts) - 1 else starts[i + 1]) for i, start in enumerate(starts)]
     return [SnapshotChunk(table.schema, table.name, 0, "all", None, None)]
+
+
+def snapshot_marker(chunk: SnapshotChunk, first_row: bool, last_row: bool) -> str:
+    """``source.snapshot`` of a row of ``chunk``, as Debezium 2.5 marks snapshot records: the snapshot's last row
+    "last", its first "first", a table's last and first rows "last_in_data_collection" and
+    "first_in_data_collection", in that order of precedence; every other row "true"."""
+    if last_row and chunk.last:
+        return "last"
+    if first_row and chunk.first:
+        return "first"
+    if last_row and chunk.last_in_table:
+        return "last_in_data_collection"
+    if first_row and chunk.first_in_table:
+        return "first_in_data_collection"
+    return "true"
 
 
 def chunk_query(table: TableInfo, chunk: SnapshotChunk) -> tuple[sql.Composed, list[object]]:
