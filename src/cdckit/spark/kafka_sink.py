@@ -140,9 +140,12 @@ class TopicManager:
 
 
 def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
-                label: str, controls: list[str] | None = None) -> WriteSummary:
+                label: str, controls: list[str] | None = None, *, one_per_key: bool = False) -> WriteSummary:
     """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is cached so the source
-    is read once although counts, control rows and the write each pass over it."""
+    is read once although counts, control rows and the write each pass over it.
+
+    A batch can hold several events of one key: they are shuffled into one task and written in position order.
+    ``one_per_key`` (a snapshot: one read per row) skips that shuffle, since there is no order to keep."""
     cached = df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         is_control = F.col("op").startswith("_")
@@ -166,8 +169,10 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
                 F.lit(0), F.element_at(F.create_map(*[F.lit(x) for pair in partitions.items() for x in pair]),
                                        F.col("topic")) - 1)))
             _save(spread.select("topic", "key", F.col("_value").alias("value"), "headers", "partition"), options)
-        ordered = records.filter(~announce).repartition("topic", "key").sortWithinPartitions(*POSITION_ORDER)
-        _save(ordered.select("topic", "key", F.col("_value").alias("value"), "headers"), options)
+        data = records.filter(~announce)
+        if not one_per_key:
+            data = data.repartition("topic", "key").sortWithinPartitions(*POSITION_ORDER)
+        _save(data.select("topic", "key", F.col("_value").alias("value"), "headers"), options)
         return dict(sorted(summary.items()))
     finally:
         cached.unpersist()

@@ -243,7 +243,7 @@ class Sink:
         from cdckit.spark.kafka_sink import write_kafka
 
         found = []
-        summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found)
+        summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found, one_per_key=True)
         if controls_dir:
             _persist_controls(controls_dir, found)  # only after the records are in Kafka
         if controls is not None:
