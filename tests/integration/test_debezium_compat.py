@@ -23,8 +23,10 @@ from cdckit.pipeline import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
-TOPIC = "it.public.orders"
-WIDE_TOPIC = "it.public.wide"
+# Its own topic prefix: the suite's other tests read the shared broker's "it." topics.
+PREFIX = "dbzcompat"
+TOPIC = f"{PREFIX}.public.orders"
+WIDE_TOPIC = f"{PREFIX}.public.wide"
 TABLE = ("CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL, "
          "placed_at timestamptz NOT NULL, due date, paid boolean, ref uuid, note text)")
 FILL = ("INSERT INTO public.orders SELECT g, 'customer-' || g, g / 100.0, TIMESTAMPTZ '2024-01-01 00:00:00+00' + "
@@ -105,7 +107,7 @@ def test_records_are_byte_identical_to_debezium_2_5_2_but_positions_and_clocks(
     execute(dsn, TABLE, "INSERT INTO public.orders VALUES " + ", ".join(EDGE_ROWS), FILL,
             WIDE, "INSERT INTO public.wide VALUES " + ", ".join(WIDE_ROWS))
     rows = 40
-    config = make_config(postgres, database, workdir)
+    config = make_config(postgres, database, workdir, **{"topic.prefix": PREFIX})
     assert run_snapshot(spark, config).rows == rows + len(WIDE_ROWS)  # cdckit's slot exists before the changes
 
     ensure_topic(kafka.bootstrap_servers, WIDE_TOPIC)  # the broker creates no topics; Debezium's sink neither
@@ -115,7 +117,7 @@ def test_records_are_byte_identical_to_debezium_2_5_2_but_positions_and_clocks(
     debezium = run_debezium(
         postgres.connector_properties(database), kafka.bootstrap_servers, workdir / "debezium",
         table_include="public.orders,public.wide", snapshot_mode="initial", expected_records=rows + 4, topic=TOPIC,
-        topic_prefix="it", slot_name=f"dbz_{database}", publication_name=f"dbz_{database}",
+        topic_prefix=PREFIX, slot_name=f"dbz_{database}", publication_name=f"dbz_{database}",
         on_streaming=lambda: execute(dsn, *CHANGES), version=FORMAT_VERSION, timeout_s=300)
     theirs = read_records(kafka.bootstrap_servers, TOPIC, offset=debezium["first_offset"], count=rows + 4)
     assert run_stream(spark, config).events >= 4
