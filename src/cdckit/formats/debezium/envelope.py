@@ -211,7 +211,7 @@ class TableFormat:
         self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
         # What row_payload needs of each field, unpacked once: it runs for every column of every event.
         self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, bool, Any]] = [
-            (f.name, f.json_name, f.mapped.convert_value or f.mapped.convert, f.mapping.mapper, f.placeholder,
+            (f.name, f.json_name, f.mapped.convert_value, f.mapping.mapper, f.placeholder,
              f.fallback) for f in self._value_fields]
         base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
         base += f"{table.schema}.{table.name}"
@@ -269,7 +269,7 @@ class TableFormat:
         schema = {**mapped.schema, "field": json_name}
         if mapping.parameters:
             schema = _with_parameters(schema, mapping.parameters)
-        return _Field(column.name, json_name, MappedField(schema, mapped.convert, mapped.convert_value), mapping,
+        return _Field(column.name, json_name, MappedField(schema, mapped.convert_value), mapping,
                       placeholder, _fallback(schema))
 
     def _value_schema(self, value_field: _Field) -> dict[str, Any]:
@@ -282,7 +282,7 @@ class TableFormat:
 
     # -- payloads ----------------------------------------------------------------------------------
     def key_payload(self, row: Row) -> dict[str, Any]:
-        return {f.json_name: _convert(f.mapped.convert, row.get(f.name)) for f in self._key_fields}
+        return {f.json_name: _convert(f.mapped.convert_value, row.get(f.name)) for f in self._key_fields}
 
     def row_payload(self, row: Row | None) -> dict[str, Any] | None:
         if row is None:

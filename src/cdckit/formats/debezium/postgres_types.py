@@ -25,9 +25,10 @@ INTERFACE CONTRACT (implemented below):
         schema: dict          # Kafka Connect JSON schema of the field, as JsonConverter writes it inside a struct's
                               # "fields": {"type":..., "optional":..., ["name":..., "version":..., "parameters":...],
                               # "field": <column name>}
-        convert: Callable[[str | None], Any]   # PostgreSQL *text output* of a value (as pgoutput sends it and as
-                                               # psycopg2 returns it uncast) -> the JSON-ready value
-                                               # JsonConverter would write (None stays None)
+        convert_value: Callable[[str], Any]    # PostgreSQL *text output* of a value (as pgoutput sends it and
+                                               # as psycopg2 returns it uncast) -> the JSON-ready value
+                                               # JsonConverter would write
+        def convert(value: str | None) -> Any  # the same, None staying None
 
     def map_column(column: ColumnType, settings: MappingSettings) -> MappedField
     class UnsupportedTypeError(...)   # raised for a type with no mapping row
@@ -88,8 +89,11 @@ class MappingSettings:
 @dataclass(frozen=True)
 class MappedField:
     schema: dict[str, Any]
-    convert: Callable[[str | None], Any]
-    convert_value: Callable[[Any], Any] | None = None  # the same converter for non-NULL values only
+    convert_value: Callable[[Any], Any]  # the converter of a non-NULL value
+
+    def convert(self, value: Any) -> Any:
+        """Any value, NULL (None) included."""
+        return None if value is None else self.convert_value(value)
 
 
 @dataclass(frozen=True)
@@ -411,10 +415,5 @@ def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
         rule = _enum_rule(column.enum_values)
     else:
         rule = _scalar_rule(column, column.type_name, settings)
-    convert_text = rule.convert(column)
-
-    def convert(value: str | None) -> Any:
-        return None if value is None else convert_text(value)
-
-    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert,
-                       convert_value=convert_text)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name),
+                       convert_value=rule.convert(column))

@@ -393,10 +393,5 @@ def _rule_for(column: SqlServerColumn, settings: SqlServerMappingSettings) -> Sq
 def map_sqlserver_column(column: SqlServerColumn, settings: SqlServerMappingSettings) -> MappedField:
     """Kafka Connect field schema and value converter for one column (UnsupportedSqlServerTypeError if unmapped)."""
     rule = _rule_for(column, settings)
-    convert_value = rule.convert(column)
-
-    def convert(value: Any) -> Any:
-        return None if value is None else convert_value(value)
-
-    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name), convert=convert,
-                       convert_value=convert_value)
+    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name),
+                       convert_value=rule.convert(column))
