@@ -87,7 +87,7 @@ from typing import Any
 import psutil
 import psycopg2
 
-from cdckit.artifacts import cache_root
+from cdckit.artifacts import cache_root, fetch
 from cdckit.lab.embedded_postgres import free_port
 
 VERSION = "3.6.0.Final"
@@ -315,35 +315,12 @@ public final class CdckitDebeziumRunner {
 """
 
 
-def _embedded_pom(version: str, extra: tuple[tuple[str, str, str], ...] = ()) -> str:
-    artifacts = (("io.debezium", "debezium-embedded", version),
-                 ("io.debezium", "debezium-connector-postgres", version), *extra)
-    dependencies = "".join(f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-                           f"<version>{release}</version></dependency>" for group, artifact, release in artifacts)
-    return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-            "<groupId>cdckit.bench</groupId><artifactId>debezium-embedded-runner</artifactId><version>1</version>"
-            f"<dependencies>{dependencies}</dependencies></project>\n")
-
-
-def _mvn(folder: Path, *args: str) -> None:
-    """Run Maven in ``folder`` with a local repository of its own (``../m2``), so what it fetched is measured."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise DebeziumServerError("fetching Debezium's embedded engine needs Maven (Debian: apt-get install maven)")
-    log = folder / "mvn.log"
-    with log.open("ab") as out:
-        result = subprocess.run([mvn, "-B", "-q", f"-Dmaven.repo.local={folder.parent / 'm2'}", *args], cwd=folder,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=1800)
-    if result.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise DebeziumServerError(f"mvn {' '.join(args)} failed in {folder}:\n{tail}")
-
-
 def fetch_embedded(version: str) -> Path:
     """A home folder (``lib/`` with Debezium's embedded engine, the PostgreSQL connector and their dependencies
-    as Maven resolves them from Maven Central, plus slf4j-simple for a log; ``classes/`` with the runner
-    compiled) in ``<cache>/debezium-embedded-<version>``, made the first time and reused afterwards
-    (``.complete`` marks a finished one; the jars' size and the time taken are kept in ``download.json``)."""
+    as Maven resolves them from Maven Central, through cdckit.artifacts, plus slf4j-simple for a log; ``classes/``
+    with the runner compiled) in ``<cache>/debezium-embedded-<version>``, made the first time and reused
+    afterwards (``.complete`` marks a finished one; the jars' size and the time taken are kept in
+    ``download.json``)."""
     folder = cache_root() / f"debezium-embedded-{version}"
     home = folder / "runner"
     done = folder / ".complete"
@@ -352,15 +329,18 @@ def fetch_embedded(version: str) -> Path:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     print(f"fetching Debezium {version}'s embedded engine and PostgreSQL connector from Maven Central with mvn "
-          f"(once, into {folder})", file=sys.stderr, flush=True)
+          f"(once, into {cache_root()})", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    lib = home / "lib"
-    (home / "pom.xml").write_text(_embedded_pom(version))
-    _mvn(home, "dependency:copy-dependencies", f"-DoutputDirectory={lib}", "-DincludeScope=runtime")
-    api = next(iter(sorted(lib.glob("slf4j-api-*.jar"))), None)
+    jars = fetch(f"debezium-embedded-{version}-jars", [("io.debezium", "debezium-embedded", version, ()),
+                                                       ("io.debezium", "debezium-connector-postgres", version, ())])
+    api = next((jar for jar in jars if jar.name.startswith("slf4j-api-")), None)
     if api is not None:  # a binding of the same release, so the engine's log is written
         slf4j = api.name[len("slf4j-api-"):-len(".jar")]
-        _mvn(home, "dependency:copy", f"-Dartifact=org.slf4j:slf4j-simple:{slf4j}", f"-DoutputDirectory={lib}")
+        jars += fetch(f"slf4j-simple-{slf4j}", [("org.slf4j", "slf4j-simple", slf4j, ())], keep=("slf4j-simple",))
+    lib = home / "lib"
+    lib.mkdir()
+    for jar in jars:
+        (lib / jar.name).symlink_to(jar)
     seconds = time.perf_counter() - started
     java, _ = find_java(required_java(home), f"Debezium {version}")
     javac = java.parent / "javac"
@@ -373,11 +353,9 @@ def fetch_embedded(version: str) -> Path:
                                str(home / "classes"), str(source)], capture_output=True, text=True, timeout=300)
     if compiled.returncode != 0:
         raise DebeziumServerError(f"compiling {source} failed:\n{compiled.stdout}{compiled.stderr}")
-    size = sum(jar.stat().st_size for jar in lib.glob("*.jar"))
-    fetched = sum(path.stat().st_size for path in (folder / "m2").rglob("*") if path.is_file())
-    (folder / "download.json").write_text(json.dumps({"via": "mvn dependency:copy-dependencies", "bytes": size,
-                                                      "jars": len(list(lib.glob("*.jar"))),
-                                                      "fetched_bytes": fetched, "seconds": round(seconds, 1)}))
+    (folder / "download.json").write_text(json.dumps({"via": "cdckit.artifacts.fetch (mvn)", "jars": len(jars),
+                                                      "bytes": sum(jar.stat().st_size for jar in jars),
+                                                      "seconds": round(seconds, 1)}))
     done.touch()
     return home
 
