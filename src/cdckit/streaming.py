@@ -48,10 +48,13 @@ class StreamReport:
 def run_query(spark: SparkSession, config: Config, source_format: str, options: Mapping[str, str],
               query_name: str, report: StreamReport,
               on_batch: Callable[[int, WriteSummary], None] | None = None,
-              on_controls: Callable[[list[str]], None] | None = None) -> StreamingQuery:
+              on_controls: Callable[[list[str]], None] | None = None,
+              ordered_partitions: bool = False) -> StreamingQuery:
     """Run the change stream into the configured sink until the trigger or ``cdckit.stream.max.batches`` stops it.
 
-    Returns the stopped query (its ``lastProgress`` names the last committed batch and offsets).
+    ``ordered_partitions``: the source's partitions are consecutive position ranges, each in position order,
+    so the files sink may write them as they are. Returns the stopped query (its ``lastProgress`` names the
+    last committed batch and offsets).
     """
     sink = Sink(spark, config.as_properties(include_secrets=True))
     totals: Counter[str] = Counter()
@@ -61,7 +64,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         controls: list[str] = []
-        summary = sink.batch(batch, batch_id, controls)
+        summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions)
         if controls and on_controls is not None:
             on_controls(controls)
         totals.update(summary)

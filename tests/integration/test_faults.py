@@ -124,12 +124,12 @@ def test_full_disk_in_the_files_sink_fails_the_batch_and_a_rerun_writes_everythi
     execute(dsn, "INSERT INTO public.ledger VALUES (300, 1)", "DELETE FROM public.ledger WHERE id = 2")
     # the next batch's file is written through a name that leads to /dev/full: every write fails with ENOSPC
     folder = workdir / "out" / TOPIC
-    trap = folder / ".stream-000000000000.jsonl.tmp"
+    trap = folder / ".stream-000000000000-00000.jsonl.tmp"
     os.symlink("/dev/full", trap)
     with pytest.raises(CdcKitError) as failure:
         run_stream(spark, config)
     assert "No space left on device" in str(failure.value)
-    assert not (folder / "stream-000000000000.jsonl").exists()
+    assert not (folder / "stream-000000000000-00000.jsonl").exists()
     trap.unlink(missing_ok=True)  # cdckit removes its temporary files after a failure
     run_stream(spark, config)  # the failed batch was not committed: it comes again, whole
     assert replay(config, TOPIC) == _source(dsn)

@@ -166,6 +166,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
              "(custom drivers, tests)"),
     Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)"),
+    Property("cdckit.stream.partitions", "int", 0, "PostgreSQL/YugabyteDB: Spark tasks that read a large "
+             "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism)",
+             minimum=0),
+    Property("cdckit.stream.partition.min.events", "int", 5000, "PostgreSQL/YugabyteDB: a micro-batch is cut "
+             "into partitions only where each keeps at least this many changes", minimum=1),
     Property("cdckit.stream.max.batches", "int", 0, "stop the stream after this many micro-batches "
              "(0 = no limit)", minimum=0),
 )

@@ -6,10 +6,17 @@ the batch's transactions on an executor; ``commit(end)`` confirms ``end`` to the
 releases WAL only after Spark has committed the batch. Spark asks for the next offsets only once every
 batch up to ``start`` is committed, so ``latestOffset`` confirms ``start`` as well: after a restart the
 last batch of the previous run is acknowledged before anything else is read.
+
+A large batch is cut at transaction ends into up to ``cdckit.stream.partitions`` LSN ranges of about equal
+changes (each at least ``cdckit.stream.partition.min.events``), read by as many tasks at once; the cuts are
+part of the end offset (``{"lsn": ..., "splits": [...]}``), so a batch replayed after a failure is cut the
+same way. Every partition yields its events in position order and the partitions follow each other in LSN
+order (``ORDERED_PARTITIONS``): a sink may write them partition by partition without a shuffle.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +42,7 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
+from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
@@ -65,6 +73,10 @@ def connect_retrying(options: dict[str, str], seconds: float = RECONNECT_SECONDS
             delay = min(delay * 2, 5.0)
 
 
+# The partitions of a batch are consecutive LSN ranges, each read in position order.
+ORDERED_PARTITIONS = True
+
+
 class LsnRange(InputPartition):
     def __init__(self, start: int, end: int, history: str = "{}") -> None:
         super().__init__((start, end))
@@ -91,6 +103,8 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self.slot_name = options.get("slot.name", "debezium")
         self.max_batch_size = int(options.get("max.batch.size", "2048"))
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
+        self.parts = max(1, int(options.get("cdckit.stream.partitions", "0") or "0"))
+        self.min_events_per_part = int(options.get("cdckit.stream.partition.min.events", "5000"))
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
@@ -137,10 +151,14 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             max_events = limit.max_rows
         elif isinstance(limit, ReadAllAvailable):
             max_events = 1 << 40
-        pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target)
+        pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
+                                  self.parts, self.min_events_per_part)
         if pending.end_lsn is not None:
             self._last_progress = time.monotonic()
-            return {"lsn": format_lsn(pending.end_lsn)}
+            end: dict[str, Any] = {"lsn": format_lsn(pending.end_lsn)}
+            if pending.splits:
+                end["splits"] = [format_lsn(cut) for cut in pending.splits]
+            return end
         if (self.heartbeat_ms > 0 and self._available_now_target is None
                 and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
             emit_heartbeat(conn, self.slot_name)  # picked up, and confirmed, by the next batch
@@ -148,7 +166,11 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return start
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]), SchemaHistory.load(self.options).to_json())]
+        low, high = parse_lsn(start["lsn"]), parse_lsn(end["lsn"])
+        cuts = sorted({cut for cut in map(parse_lsn, end.get("splits", ())) if low < cut < high})
+        bounds = [low, *cuts, high]
+        history = SchemaHistory.load(self.options).to_json()
+        return [LsnRange(first, last, history) for first, last in itertools.pairwise(bounds)]
 
     def commit(self, end: dict[str, Any]) -> None:
         self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"])))
@@ -176,7 +198,13 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             table = table_from_relation(conn, relation.namespace, relation.name, relation.relation_id,
                                         [(c.name, c.type_oid, c.type_modifier) for c in relation.columns], options)
             tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
-            changes.append(table)
+            if decoder.in_range:
+                changes.append(table)
+            else:
+                # Met in a transaction before this partition's range: the partition (or batch) that holds it
+                # announces it; here it only counts towards the table's structure version.
+                for _ in history.observe(table, Position(partition.start, partition.start), options, settings):
+                    pass
             return table
 
         changes: list[TableInfo] = []

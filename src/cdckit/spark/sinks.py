@@ -2,8 +2,10 @@
 
 Files layout (``cdckit.output.path``)::
 
-    <output>/<topic>/snapshot-00003.jsonl      rows of snapshot partition 3
-    <output>/<topic>/stream-000000000012.jsonl  events of micro-batch 12, in position order
+    <output>/<topic>/snapshot-00003.jsonl             rows of snapshot partition 3
+    <output>/<topic>/stream-000000000012-00001.jsonl  events of micro-batch 12, partition 1 (PostgreSQL),
+                                                      in position order, after those of partition 0
+    <output>/<topic>/stream-000000000012.jsonl        events of micro-batch 12 (SQL Server), in position order
 
 Each line is one Kafka record: ``{"topic": ..., "key": <key JSON>, "value": <value JSON or null>,
 "headers": [...]}``; a binary (Avro) value is a base64 string followed by ``"valueEncoding": "base64"``.
@@ -177,10 +179,17 @@ def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | 
 
 
 def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str,
-                       controls: list[str] | None = None) -> WriteSummary:
-    """Write one micro-batch: all records of a topic in one file, in position order; returns rows per topic.
-    Control rows (watermarks of ad hoc snapshot chunks) are handed back in ``controls``."""
+                       controls: list[str] | None = None, ordered_partitions: bool = False) -> WriteSummary:
+    """Write one micro-batch in position order; returns rows per topic. Control rows (watermarks of ad hoc
+    snapshot chunks) are handed back in ``controls``.
+
+    Records of a topic go to one file, ``stream-<batch>.jsonl``, after a shuffle and sort; when the source's
+    partitions are consecutive position ranges in position order (``ordered_partitions``), the files sink
+    writes each partition's records as they come, ``stream-<batch>-<partition>.jsonl``, with no shuffle
+    (file names sort in position order)."""
     label = f"stream-{batch_id:012d}"
+    if sink == "files" and ordered_partitions:
+        return _summarize(on_partitions(df, _file_writer(output, label, per_partition=True)), controls)
     ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
     writer = _file_writer(output, label, per_partition=False) if sink == "files" else _console_writer(label)
     return _summarize(on_partitions(ordered, writer), controls)
@@ -250,12 +259,13 @@ class Sink:
             controls.extend(found)
         return summary
 
-    def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None) -> WriteSummary:
+    def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None,
+              ordered_partitions: bool = False) -> WriteSummary:
         if self.kind == "lake":
             ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
             return self._lake(ordered, f"stream-{batch_id:012d}", False, controls)
         if self._topics is None:
-            return write_stream_batch(df, batch_id, self.kind, self.output, controls)
+            return write_stream_batch(df, batch_id, self.kind, self.output, controls, ordered_partitions)
         from cdckit.spark.kafka_sink import write_kafka
 
         return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls)

@@ -12,9 +12,12 @@ skips, on decoding, transactions whose commit record starts before the slot's co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+import psycopg2
+import psycopg2.errors
 from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres import pgoutput
@@ -25,6 +28,8 @@ from cdckit.events import ChangeEvent, Position, Row
 
 HEARTBEAT_MESSAGE_PREFIX = "cdckit.heartbeat"
 _CHANGE_KINDS = (ord("I"), ord("U"), ord("D"))
+# Outside the range only transaction starts and the structures (relations, types) matter.
+_NEEDED_OUT_OF_RANGE = (b"B", b"R", b"Y")
 
 
 def peek_options(options: Mapping[str, str]) -> list[str]:
@@ -37,6 +42,7 @@ class PendingChanges:
     end_lsn: int | None  # end of the last whole transaction admitted, None when nothing is pending
     transactions: int  # transactions pending up to the bound (admitted or not)
     events: int  # row changes in the admitted transactions
+    splits: tuple[int, ...] = ()  # commit ends inside the batch that cut it into parts of about equal changes
 
 
 _PENDING_SQL = """
@@ -52,20 +58,31 @@ WITH m AS (
 ), pending AS (
     SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s::pg_lsn), 0) AS events
     FROM commits WHERE lsn > %(start)s::pg_lsn
+), chosen AS (
+    SELECT coalesce(max(lsn) FILTER (WHERE events <= %(limit)s), min(lsn)) AS end_lsn,
+           count(*) AS transactions,
+           coalesce(max(events) FILTER (WHERE events <= %(limit)s), min(events)) AS events
+    FROM pending
 )
-SELECT coalesce(max(lsn) FILTER (WHERE events <= %(limit)s), min(lsn))::text,
-       count(*),
-       coalesce(max(events) FILTER (WHERE events <= %(limit)s), min(events))
-FROM pending
+SELECT c.end_lsn::text, c.transactions, c.events,
+       array_to_string(ARRAY(SELECT cut::text FROM (
+                 SELECT DISTINCT (SELECT max(p.lsn) FROM pending p
+                                  WHERE p.lsn < c.end_lsn AND p.events * parts.n <= k * c.events) AS cut
+                 FROM generate_series(1, parts.n - 1) AS k) AS cuts
+             WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ',')
+FROM chosen c CROSS JOIN LATERAL (
+    SELECT greatest(1, least(%(parts)s, c.events / %(min_events)s))::int AS n) AS parts
 """
 
 
 def pending_changes(conn: Connection, options: Mapping[str, str], start: int, max_events: int,
-                    upto: int | None) -> PendingChanges:
+                    upto: int | None, parts: int = 1, min_events_per_part: int = 1) -> PendingChanges:
     """Find the largest batch of whole transactions after ``start`` holding at most ``max_events`` changes.
 
     A single transaction larger than ``max_events`` is admitted alone (transactions are never split).
-    Only one row comes back to the caller whatever the backlog; decoding stops shortly after the limit.
+    The batch is also cut, at transaction ends, into up to ``parts`` ranges of about equal changes, none of
+    them (by design) under ``min_events_per_part``; the cuts come back as ``splits``. Only one row comes back
+    to the caller whatever the backlog; decoding stops shortly after the limit.
     """
     with conn.cursor() as cur:
         cur.execute(_PENDING_SQL, {
@@ -76,12 +93,15 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
             "change_kinds": list(_CHANGE_KINDS),
             "start": format_lsn(start),
             "limit": max_events,
+            "parts": max(1, parts),
+            "min_events": max(1, min_events_per_part),
         })
         row = cur.fetchone()
     conn.commit()
     assert row is not None
-    end_text, transactions, events = row
-    return PendingChanges(parse_lsn(end_text) if end_text else None, int(transactions), int(events or 0))
+    end_text, transactions, events, splits = row
+    return PendingChanges(parse_lsn(end_text) if end_text else None, int(transactions), int(events or 0),
+                          tuple(parse_lsn(cut) for cut in str(splits or "").split(",") if cut))
 
 
 def current_flush_lsn(conn: Connection) -> int:
@@ -124,6 +144,8 @@ class ChangeDecoder:
         self.last_commit_lsn: int | None = start
 
     def feed(self, lsn: int, data: bytes) -> Iterator[ChangeEvent]:
+        if not self.in_range and data[:1] not in _NEEDED_OUT_OF_RANGE:
+            return  # a change of a transaction outside the range: not even decoded
         message = pgoutput.decode_message(data)
         if isinstance(message, pgoutput.Relation):
             self.relations[message.relation_id] = (message, self.table_for(message))
@@ -195,15 +217,38 @@ class ChangeDecoder:
         return begin.final_lsn
 
 
-def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size: int = 2000
-              ) -> Iterator[tuple[int, bytes]]:
-    """Stream (lsn, message) rows of the slot up to ``end`` through a server-side cursor."""
-    with conn.cursor(name="cdckit_peek") as cur:
+def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size: int = 2000,
+              wait_seconds: float = 60.0) -> Iterator[tuple[int, bytes]]:
+    """Stream (lsn, message) rows of the slot up to ``end`` through a server-side cursor.
+
+    The server decodes the whole range into a result set on the first fetch and holds the slot only while it
+    does; the partitions of one batch take turns for it (each waits, up to ``wait_seconds``, while another
+    holds it), then fetch and format their results at once."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.01
+    while True:
+        cur = conn.cursor(name="cdckit_peek")
         cur.itersize = fetch_size
-        cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-                    "VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end), peek_options(options)))
-        for lsn_text, data in cur:
-            yield parse_lsn(str(lsn_text)), _as_bytes(data)
+        try:
+            cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+                        "VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end),
+                                         peek_options(options)))
+            first = cur.fetchmany(fetch_size)
+            break
+        except psycopg2.errors.ObjectInUse:  # another partition of the batch is decoding: its turn first
+            conn.rollback()
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+    try:
+        rows = first
+        while rows:
+            for lsn_text, data in rows:
+                yield parse_lsn(str(lsn_text)), _as_bytes(data)
+            rows = cur.fetchmany(fetch_size)
+    finally:
+        cur.close()
     conn.commit()
 
 

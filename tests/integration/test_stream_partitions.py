@@ -1,0 +1,158 @@
+"""A large PostgreSQL micro-batch is read by several Spark tasks, each a range of whole transactions: what comes out
+is exactly what one task writes (same records, same order), schema changes are announced once, and a batch that
+fails half-written is written again whole, cut the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import execute, fetch, make_config, payload, records, replay
+
+from cdckit.config import Config
+from cdckit.dialect.postgres.changes import pending_changes
+from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.errors import CdcKitError
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+WORKLOAD = (
+    "INSERT INTO public.accounts SELECT g, 'a' || g FROM generate_series(1, 6) g",
+    "INSERT INTO public.moves SELECT g, g * 10 FROM generate_series(1, 4) g",
+    "UPDATE public.accounts SET name = 'renamed' WHERE id <= 3",
+    "BEGIN; INSERT INTO public.moves VALUES (5, 50); UPDATE public.accounts SET id = 60 WHERE id = 6; COMMIT",
+    "DELETE FROM public.moves WHERE id = 2",
+    "ALTER TABLE public.accounts ADD COLUMN tier integer",
+    "INSERT INTO public.accounts VALUES (7, 'after the change', 2), (8, 'and another', 3)",
+    "UPDATE public.accounts SET tier = 1 WHERE tier IS NULL",
+    "INSERT INTO public.moves SELECT g, g FROM generate_series(6, 12) g",
+    "DELETE FROM public.accounts WHERE id = 1",
+)
+TOPICS = ("it.public.accounts", "it.public.moves", "it", "it.transaction")
+
+
+def _config(postgres: Any, database: str, workdir: Path, name: str, parts: int, **extra: str) -> Config:
+    return make_config(postgres, database, workdir / name, **{
+        "slot.name": f"slot_{name}_{database}", "publication.name": f"pub_{name}_{database}",
+        "snapshot.mode": "no_data", "include.schema.changes": "true", "provide.transaction.metadata": "true",
+        "cdckit.stream.partitions": str(parts), "cdckit.stream.partition.min.events": "1", **extra})
+
+
+def _comparable(config: Config, topic: str) -> list[Any]:
+    """A topic's records of the second micro-batch in file order, without the time each was formatted at (a
+    schema change record's source carries that time too)."""
+    found = []
+    folder = Path(config.str("cdckit.output.path")) / topic
+    for path in sorted(folder.glob("stream-000000000001*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            value = payload(record["value"])
+            if isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k != "ts_ms"}
+                if topic == "it":
+                    value["source"] = {k: v for k, v in value["source"].items() if k != "ts_ms"}
+            found.append((record["key"], value))
+    return found
+
+
+def _structure(metadata: dict[str, Any]) -> tuple[str, int]:
+    return metadata["schemaId"], metadata["lineage"]["tableVersion"]
+
+
+@pytest.mark.parametrize("message_format", ["debezium", "qlik"])
+def test_a_batch_cut_into_partitions_writes_what_one_partition_writes(
+        postgres: Any, spark: Any, database: str, workdir: Path, message_format: str) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, name text)",
+            "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    extra = {"cdckit.message.format": message_format} if message_format == "qlik" else {}
+    whole = _config(postgres, database, workdir, "whole", 1, **extra)
+    parts = _config(postgres, database, workdir, "parts", 3, **extra)
+    for config in (whole, parts):  # both slots exist before the changes
+        run_snapshot(spark, config, data=False)
+    # a first batch, so that the next one starts at the same commit for both (a stream's very first transaction
+    # names the slot's start as the commit before it, and the two slots started apart)
+    execute(dsn, "INSERT INTO public.moves VALUES (0, 0)")
+    for config in (whole, parts):
+        run_stream(spark, config)
+    execute(dsn, *WORKLOAD)
+    for config in (whole, parts):
+        run_stream(spark, config)
+
+    files = sorted(p.name for p in (workdir / "parts" / "out" / "it.public.accounts").glob("stream-*.jsonl"))
+    assert len(files) >= 2 and all(name.startswith("stream-000000000001-") for name in files), files
+    assert len(list((workdir / "whole" / "out" / "it.public.accounts").glob("stream-*.jsonl"))) == 1
+    topics = sorted(p.name for p in (workdir / "whole" / "out").iterdir())
+    assert topics == sorted(p.name for p in (workdir / "parts" / "out").iterdir())
+    if message_format == "debezium":
+        assert set(TOPICS) <= set(topics)
+    for topic in topics:
+        cut, one = _comparable(parts, topic), _comparable(whole, topic)
+        if message_format == "qlik":
+            # Qlik metadata messages precede a table's data in every partition (as in every batch); their
+            # structures are the ones the single task announced, the data messages are the same
+            assert {_structure(v) for k, v in cut if k is None} == {_structure(v) for k, v in one if k is None}
+            cut, one = [(k, v) for k, v in cut if k is not None], [(k, v) for k, v in one if k is not None]
+        assert cut == one, topic
+    if message_format == "debezium":
+        alters = [payload(r["value"])["tableChanges"][0]["type"] for r in records(parts, "it")]
+        assert alters == ["ALTER"], alters  # announced by the partition that holds it, not again by the next
+        assert replay(parts, "it.public.accounts") == {
+            (i,): {"id": i, "name": n, "tier": t}
+            for i, n, t in fetch(dsn, "SELECT id, name, tier FROM public.accounts")}
+
+
+def test_a_batch_that_fails_half_written_is_written_again_whole(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, name text)",
+            "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, "fails", 2)
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *WORKLOAD)
+    folder = workdir / "fails" / "out" / "it.public.moves"
+    folder.mkdir(parents=True)
+    trap = folder / ".stream-000000000000-00001.jsonl.tmp"  # the second partition's file cannot be written
+    os.symlink("/dev/full", trap)
+    with pytest.raises(CdcKitError) as failure:
+        run_stream(spark, config)
+    assert "No space left on device" in str(failure.value)
+    trap.unlink(missing_ok=True)
+    run_stream(spark, config)  # the batch comes again, cut at the same transactions
+    moves = [payload(r["value"]) for r in records(config, "it.public.moves")]
+    assert len([m for m in moves if m is not None]) == 4 + 1 + 1 + 7  # each change once
+    assert replay(config, "it.public.moves") == {
+        (i,): {"id": i, "amount": a} for i, a in fetch(dsn, "SELECT id, amount FROM public.moves")}
+
+
+def test_pending_changes_cut_at_transaction_ends_into_parts_of_about_equal_changes(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, "cuts", 4)
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *(f"INSERT INTO public.moves VALUES ({i}, {i})" for i in range(1, 9)),
+            "INSERT INTO public.moves SELECT g, g FROM generate_series(100, 139) g")
+    options = config.as_properties(include_secrets=True)
+    slot = options["slot.name"]
+    commits = [parse_lsn(lsn) for lsn, in fetch(dsn, (
+        f"SELECT lsn::text FROM pg_logical_slot_peek_binary_changes('{slot}', NULL, NULL, 'proto_version', '1', "
+        f"'publication_names', '{options['publication.name']}') WHERE get_byte(data, 0) = ascii('C')"))]
+    assert len(commits) == 9
+    with closing(connect(options)) as conn:
+        start = parse_lsn(fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                     f"WHERE slot_name = '{slot}'")[0][0])
+        eight = pending_changes(conn, options, start, 8, None, parts=4, min_events_per_part=1)
+        assert (eight.end_lsn, eight.events) == (commits[7], 8)
+        assert eight.splits == (commits[1], commits[3], commits[5])  # 2 changes in each part
+        assert pending_changes(conn, options, start, 8, None, parts=4, min_events_per_part=3).splits == (
+            commits[3],)  # only as many parts as keep 3 changes each: 2
+        assert pending_changes(conn, options, start, 8, None, parts=1).splits == ()
+        big = pending_changes(conn, options, commits[7], 8, None, parts=4, min_events_per_part=1)
+        assert (big.end_lsn, big.events, big.splits) == (commits[8], 40, ())  # one transaction is never cut
