@@ -156,15 +156,17 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
         limit = max_message_bytes(options)
         if limit:
             records = _oversize(records, limit, options, output, label)
-        summary = {row["topic"]: int(row["count"]) for row in records.groupBy("topic").count().collect()}
+        announce = F.col("op") == "qlik-metadata"
+        counted = records.groupBy("topic").agg(F.count(F.lit(1)).alias("count"),
+                                               F.max(announce.cast("int")).alias("announces")).collect()
+        summary = {row["topic"]: int(row["count"]) for row in counted}
         if not summary:
             return {}
         partitions = topics.ensure(sorted(summary))
         # Announcements (Qlik metadata messages) go first, to every partition, so each partition's consumer
         # meets a table's structure before its data; then the records, every key's in position order.
-        announce = F.col("op") == "qlik-metadata"
         announcements = records.filter(announce)
-        if announcements.take(1):
+        if any(row["announces"] for row in counted):
             spread = announcements.withColumn("partition", F.explode(F.sequence(
                 F.lit(0), F.element_at(F.create_map(*[F.lit(x) for pair in partitions.items() for x in pair]),
                                        F.col("topic")) - 1)))
