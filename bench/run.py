@@ -12,7 +12,8 @@ Measures, on an embedded PostgreSQL and Spark in local mode:
 - peak memory (RSS) of the driver (JVM + Python) and of the Python workers during snapshots of two sizes;
 - scaling: time against rows, against the number of tables (same total rows), against Spark partitions;
 - the Kafka sink against the files sink (real broker, KRaft);
-- where the time goes: the per-event path (pgoutput decoding, value conversion, envelope, JSON) profiled alone.
+- where the time goes: the per-event path (pgoutput decoding, value conversion, envelope, JSON) profiled alone,
+  and a snapshot and a stream each read by ever more of cdckit's path (stage by stage).
 
 Writes bench/results/<mode>-<time>.json, bench/RESULTS.md and bench/plots/*.png.
 """
@@ -33,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -443,6 +444,96 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
     return {"rows": rows, "stages": stages}
 
 
+def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
+    """Where a stream's time goes: one backlog of ``changes`` updates (1000-row transactions, 50,000-change
+    batches) read by ever more of cdckit's path, each stage from its own slot. The one-process stages walk the
+    batches as the stream plans them (each batch one range); the Spark stages sum the micro-batches' own times
+    (``triggerExecution``: planning, reading, writing, both logs), which leaves out the query's start."""
+    from cdckit.dialect.postgres import pgoutput
+    from cdckit.dialect.postgres.changes import peek_rows, pending_changes
+    from cdckit.dialect.postgres.connection import connect
+    from cdckit.dialect.postgres.replication import advance_slot, slot_status
+    from cdckit.spark.options import to_spark_options
+    from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
+    from cdckit.streaming import StreamReport, run_query
+
+    bench.table("public.orders", changes)
+    walk = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
+    noop = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
+    files = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
+    for config in (walk, noop, files):
+        run_snapshot(bench.spark, config, data=False)  # every slot exists before the updates
+    bench.sql("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
+    bench.update_rows("public.orders", changes)
+    stages: list[dict[str, Any]] = []
+
+    def stage(name: str, what: str, events: int, seconds: float) -> None:
+        stages.append({"stage": name, "what": what, "events": events, "seconds": seconds,
+                       "events_per_s": events / seconds})
+
+    raw = bench.raw_decoding_rate("bench_raw", walk.str("publication.name"))
+    bench.sql("SELECT pg_drop_replication_slot('bench_raw')")
+    stage("raw", "pgoutput decoding fetched by one client (the limit)", raw["messages"], raw["seconds"])
+
+    options = walk.as_properties(include_secrets=True)
+    options["cdckit.stream.partitions"] = str(bench.spark.sparkContext.defaultParallelism)
+    slot, batch = walk.str("slot.name"), walk.int("max.batch.size")
+    reader = PostgresChangeStreamReader(options)
+    planned = decoded = formatted = 0.0
+    batches = events = 0
+    with closing(connect(options)) as conn:
+        start = slot_status(conn, slot).confirmed_flush_lsn  # type: ignore[union-attr]
+        while True:
+            began = time.perf_counter()
+            advance_slot(conn, slot, start)
+            pending = pending_changes(conn, options, start, batch, None, reader.parts, reader.min_events_per_part)
+            planned += time.perf_counter() - began
+            if pending.end_lsn is None:
+                break
+            began = time.perf_counter()
+            for _lsn, data in peek_rows(conn, options, pending.end_lsn):
+                pgoutput.decode_message(data)
+            decoded += time.perf_counter() - began
+            began = time.perf_counter()
+            events += sum(b.num_rows for b in reader.read(LsnRange(start, pending.end_lsn)))
+            formatted += time.perf_counter() - began
+            batches += 1
+            start = pending.end_lsn
+    stage("plan", "batches planned (latestOffset: the changes counted and cut), 1 process", events, planned)
+    stage("decode", "+ pgoutput messages fetched and decoded, 1 process", events, planned + decoded)
+    stage("format", "+ events formatted into Arrow batches (instead of only decoded), 1 process", events,
+          planned + formatted)
+
+    def stream_seconds(config: Config, sink: bool) -> tuple[int, float, list[dict[str, Any]]]:
+        stream_options = config.as_properties(include_secrets=True)
+        stream_options["cdckit.stream.partitions"] = str(bench.spark.sparkContext.defaultParallelism)
+        if sink:
+            from cdckit.pipeline import ORDERED_PARTITIONS
+
+            query = run_query(bench.spark, config, "cdckit_postgres_changes", stream_options, "bench_files",
+                              StreamReport(), ordered_partitions=ORDERED_PARTITIONS)
+        else:
+            query = (bench.spark.readStream.format("cdckit_postgres_changes")
+                     .options(**to_spark_options(stream_options)).load().writeStream.format("noop")
+                     .option("checkpointLocation", str(bench.base / "noop-checkpoint"))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+        progress = [dict(p.durationMs, rows=p.numInputRows) for p in query.recentProgress if p.numInputRows]
+        return (sum(int(p["rows"]) for p in progress),
+                sum(p["triggerExecution"] for p in progress) / 1000, progress)
+
+    count, seconds, _ = stream_seconds(noop, sink=False)
+    stage("spark", f"+ Spark reads the micro-batches ({os.cpu_count()} cores), nothing written", count, seconds)
+    count, seconds, progress = stream_seconds(files, sink=True)
+    stage("sink", "+ the files sink writes the records", count, seconds)
+    per_batch = {key: statistics.mean(p.get(key, 0) for p in progress)
+                 for key in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
+                             "triggerExecution")}
+    bench.drop_slots()
+    return {"changes": changes, "batches": batches, "partitions_per_batch": reader.parts, "stages": stages,
+            "files_sink_batch_ms": per_batch}
+
+
 def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
     """Debezium's PostgreSQL connector (in Debezium Server) and cdckit side by side on the same table, the same
     changes and the same Kafka broker: the snapshot of ``rows`` rows, then a backlog of ``changes`` updates
@@ -613,6 +704,7 @@ def report(results: dict[str, Any], images: list[str]) -> str:
                                                  for p in results["scaling"][key]))
     lines += debezium_section(results.get("debezium"))
     lines += stages_section(results.get("stages"))
+    lines += stream_stages_section(results.get("stream_stages"))
     lines += ["", f"The per-event path alone (no Spark, one core): {profile['events_per_s_one_core']:,.0f} events/s "
               f"formatting update events of the bench table. Largest cumulative shares under the profiler:", "",
               "| function | share |", "|---|---|"]
@@ -675,10 +767,35 @@ def stages_section(result: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def stream_stages_section(result: dict[str, Any] | None) -> list[str]:
+    if not result:
+        return []
+    lines = ["", f"A backlog of {result['changes']:,} updates in {result['batches']} batches of up to 50,000 changes "
+             f"(each cut into up to {result['partitions_per_batch']} partitions), read by ever more of cdckit's "
+             f"path, each stage from its own slot (wall-clock microseconds per event; the Spark stages count the "
+             f"micro-batches' own time, not the query's start).", "",
+             "| stage | events/s | µs per event | added by this stage |", "|---|---|---|---|"]
+    previous = 0.0
+    for stage in result["stages"]:
+        micros = 1e6 / stage["events_per_s"]
+        lines.append(f"| {stage['what']} | {stage['events_per_s']:,.0f} | {micros:.1f} | "
+                     f"{'' if not previous else f'{micros - previous:+.1f}'} |")
+        previous = micros
+    ms = result["files_sink_batch_ms"]
+    lines += ["", f"A files-sink micro-batch took {ms['triggerExecution']:,.0f} ms on average: "
+              f"{ms['latestOffset']:,.0f} ms planning it (latestOffset), {ms['walCommit']:,.0f} ms writing the "
+              f"offset log, {ms['queryPlanning']:,.0f} ms query planning, {ms['addBatch']:,.0f} ms reading and "
+              f"writing the records, {ms['commitOffsets']:,.0f} ms writing the commit log."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the short run (a few minutes)")
+    parser.add_argument("--only", default="", help="comma-separated steps to run (after the warm-up), e.g. "
+                        "stream,stream_stages: their results are printed as JSON; RESULTS.md is left as it is")
     args = parser.parse_args()
+    only = {name for name in args.only.split(",") if name}
     params = QUICK if args.quick else FULL
     mode = "quick" if args.quick else "full"
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -700,9 +817,15 @@ def main() -> None:
             ("scaling", lambda: measure_scaling(bench, params)),
             ("kafka", lambda: measure_kafka(bench, params["kafka_rows"])),
             ("stages", lambda: measure_stages(bench, params["stages_rows"])),
+            ("stream_stages", lambda: measure_stream_stages(bench, params["stream_changes"])),
             ("debezium", lambda: measure_debezium(bench, params["debezium_rows"], params["debezium_changes"])),
         ]
+        unknown = only - {name for name, _ in steps}
+        if unknown:
+            parser.error(f"unknown steps {sorted(unknown)}; choose from {[name for name, _ in steps]}")
         for name, step in steps:
+            if only and name not in only | {"warmup"}:
+                continue
             began = time.perf_counter()
             results[name] = step()
             print(f"{name}: done in {time.perf_counter() - began:.0f}s", flush=True)
@@ -710,6 +833,9 @@ def main() -> None:
     finally:
         pg.stop()
         shutil.rmtree(root, ignore_errors=True)
+    if only:
+        print(json.dumps(results, indent=1))
+        return
     out = BENCH / "results"
     out.mkdir(exist_ok=True)
     (out / f"{mode}-{started.replace(' ', 'T').replace(':', '')}.json").write_text(json.dumps(results, indent=1))
