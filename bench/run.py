@@ -704,12 +704,12 @@ def report(results: dict[str, Any], images: list[str]) -> str:
                                                  for p in results["scaling"][key]))
     lines += debezium_section(results.get("debezium"))
     lines += stages_section(results.get("stages"))
-    lines += stream_stages_section(results.get("stream_stages"))
     lines += ["", f"The per-event path alone (no Spark, one core): {profile['events_per_s_one_core']:,.0f} events/s "
               f"formatting update events of the bench table. Largest cumulative shares under the profiler:", "",
               "| function | share |", "|---|---|"]
     for entry in profile["top_cumulative"][:8]:
         lines.append(f"| `{entry['function']}` | {entry['share']:.0%} |")
+    lines += stream_stages_section(results.get("stream_stages"))
     lines += ["", "## Plots", ""] + [f"![{name}](plots/{name})" for name in images]
     return "\n".join(lines) + "\n"
 
@@ -755,13 +755,20 @@ def stages_section(result: dict[str, Any] | None) -> list[str]:
     lines = ["", "## Where the time goes", ""]
     if not result:
         return lines
-    lines += [f"A snapshot of {result['rows']:,} rows under one exported snapshot, read by ever more of cdckit's "
+    lines += ["### The snapshot", "",
+              f"A snapshot of {result['rows']:,} rows under one exported snapshot, read by ever more of cdckit's "
               f"path; each row's extra cost is that stage's (wall-clock microseconds per row).", "",
               "| stage | rows/s | µs per row | added by this stage |", "|---|---|---|---|"]
+    return lines + _stage_rows(result["stages"], "rows_per_s")
+
+
+def _stage_rows(stages: list[dict[str, Any]], rate: str) -> list[str]:
+    """Table rows of a stage-by-stage measurement: each stage's rate, cost per item and the cost it adds."""
+    lines = []
     previous = 0.0
-    for stage in result["stages"]:
-        micros = 1e6 / stage["rows_per_s"]
-        lines.append(f"| {stage['what']} | {stage['rows_per_s']:,.0f} | {micros:.1f} | "
+    for stage in stages:
+        micros = 1e6 / stage[rate]
+        lines.append(f"| {stage['what']} | {stage[rate]:,.0f} | {micros:.1f} | "
                      f"{'' if not previous else f'{micros - previous:+.1f}'} |")
         previous = micros
     return lines
@@ -770,17 +777,13 @@ def stages_section(result: dict[str, Any] | None) -> list[str]:
 def stream_stages_section(result: dict[str, Any] | None) -> list[str]:
     if not result:
         return []
-    lines = ["", f"A backlog of {result['changes']:,} updates in {result['batches']} batches of up to 50,000 changes "
+    lines = ["", "### The stream", "",
+             f"A backlog of {result['changes']:,} updates in {result['batches']} batches of up to 50,000 changes "
              f"(each cut into up to {result['partitions_per_batch']} partitions), read by ever more of cdckit's "
              f"path, each stage from its own slot (wall-clock microseconds per event; the Spark stages count the "
              f"micro-batches' own time, not the query's start).", "",
              "| stage | events/s | µs per event | added by this stage |", "|---|---|---|---|"]
-    previous = 0.0
-    for stage in result["stages"]:
-        micros = 1e6 / stage["events_per_s"]
-        lines.append(f"| {stage['what']} | {stage['events_per_s']:,.0f} | {micros:.1f} | "
-                     f"{'' if not previous else f'{micros - previous:+.1f}'} |")
-        previous = micros
+    lines += _stage_rows(result["stages"], "events_per_s")
     ms = result["files_sink_batch_ms"]
     lines += ["", f"A files-sink micro-batch took {ms['triggerExecution']:,.0f} ms on average: "
               f"{ms['latestOffset']:,.0f} ms planning it (latestOffset), {ms['walCommit']:,.0f} ms writing the "
