@@ -797,7 +797,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the short run (a few minutes)")
     parser.add_argument("--only", default="", help="comma-separated steps to run (after the warm-up), e.g. "
                         "stream,stream_stages: their results are printed as JSON; RESULTS.md is left as it is")
+    parser.add_argument("--report", metavar="JSON", help="only write bench/RESULTS.md and the plots again from a "
+                        "results file of an earlier run (bench/results/*.json)")
     args = parser.parse_args()
+    if args.report:
+        results = json.loads(Path(args.report).read_text())
+        (BENCH / "RESULTS.md").write_text(report(results, plots(results, BENCH / "plots")))
+        return
     only = {name for name in args.only.split(",") if name}
     params = QUICK if args.quick else FULL
     mode = "quick" if args.quick else "full"
