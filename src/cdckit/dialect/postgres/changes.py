@@ -139,6 +139,7 @@ class ChangeDecoder:
         self.end = end
         self.table_for = table_for
         self.relations: dict[int, tuple[pgoutput.Relation, TableInfo | None]] = {}
+        self._columns: dict[int, tuple[list[str], frozenset[str]]] = {}  # per relation: names, emitted names
         self.in_range = False
         self.begin: pgoutput.Begin | None = None
         self.last_commit_lsn: int | None = start
@@ -148,7 +149,11 @@ class ChangeDecoder:
             return  # a change of a transaction outside the range: not even decoded
         message = pgoutput.decode_message(data)
         if isinstance(message, pgoutput.Relation):
-            self.relations[message.relation_id] = (message, self.table_for(message))
+            table = self.table_for(message)
+            self.relations[message.relation_id] = (message, table)
+            self._columns[message.relation_id] = (
+                [column.name for column in message.columns],
+                frozenset(column.name for column in table.emitted_columns()) if table is not None else frozenset())
         elif isinstance(message, pgoutput.Begin):
             self.begin = message
             self.in_range = self.start <= message.final_lsn < self.end
@@ -174,33 +179,34 @@ class ChangeDecoder:
         relation, table = self.relations.get(message.relation_id, (None, None))
         if relation is None or table is None:
             return
-        names = [column.name for column in relation.columns]
+        names, emitted = self._columns[message.relation_id]
 
-        emitted = {column.name for column in table.emitted_columns()}
-
-        def checked(row: Row | None) -> Row | None:
-            if row is None:
+        def row(values: pgoutput.TupleValues | None) -> Row | None:
+            if values is None:
                 return None
-            for name, value in row.items():
-                if isinstance(value, pgoutput.NotUtf8):
-                    if name in emitted:
-                        raise DecodingError(f"{value.problem(f'{relation.namespace}.{relation.name}', name)} "
-                                            f"(change at LSN {format_lsn(lsn)})")
-                    row[name] = None  # left out of the event anyway
-            return row
+            found = dict(zip(names, values, strict=True))
+            if pgoutput.NotUtf8 in set(map(type, values)):  # rare: checked only when present
+                for name, value in found.items():
+                    if isinstance(value, pgoutput.NotUtf8):
+                        if name in emitted:
+                            raise DecodingError(f"{value.problem(f'{relation.namespace}.{relation.name}', name)} "
+                                                f"(change at LSN {format_lsn(lsn)})")
+                        found[name] = None  # left out of the event anyway
+            return found
+
+        ts_ms, sequence = begin.commit_time_us // 1000, (self.last_commit_lsn, lsn)
 
         def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
             assert table is not None
-            before, after = checked(before), checked(after)
             return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
-                               begin.commit_time_us // 1000, begin.xid, sequence=(self.last_commit_lsn, lsn))
+                               ts_ms, begin.xid, sequence=sequence)
 
         if isinstance(message, pgoutput.Insert):
-            yield event("c", None, dict(zip(names, message.new, strict=True)))
+            yield event("c", None, row(message.new))
         elif isinstance(message, pgoutput.Update):
-            after = dict(zip(names, message.new, strict=True))
-            old = message.old if message.old is not None else message.old_key
-            before = dict(zip(names, old, strict=True)) if old is not None else None
+            after = row(message.new)
+            assert after is not None
+            before = row(message.old if message.old is not None else message.old_key)
             if before is not None and any(before.get(k) != after.get(k) for k in table.key_columns):
                 # A primary-key change: delete of the old key (then its tombstone), create of the new key.
                 yield event("d", before, None, 0)
@@ -208,8 +214,7 @@ class ChangeDecoder:
             else:
                 yield event("u", before if message.old is not None else None, after)
         else:
-            old = message.old if message.old is not None else message.old_key
-            yield event("d", dict(zip(names, old, strict=True)) if old is not None else None, None)
+            yield event("d", row(message.old if message.old is not None else message.old_key), None)
 
     def _commit_end(self, begin: pgoutput.Begin) -> int:
         # The commit record's end is not known until the Commit message; ordering needs only a value that
