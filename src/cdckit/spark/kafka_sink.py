@@ -141,12 +141,14 @@ class TopicManager:
 
 def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
                 label: str, controls: list[str] | None = None, *, one_per_key: bool = False) -> WriteSummary:
-    """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is cached so the source
-    is read once although counts, control rows and the write each pass over it.
+    """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is kept on local disk so
+    the source is read once although counts, control rows and the write each pass over it; on disk, not in the
+    JVM's heap, so a snapshot of any size is held in a partition's worth of memory (a heap-first cache of a
+    multi-gigabyte snapshot ran a 1 GB driver out of memory).
 
     A batch can hold several events of one key: they are shuffled into one task and written in position order.
     ``one_per_key`` (a snapshot: one read per row) skips that shuffle, since there is no order to keep."""
-    cached = df.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = df.persist(StorageLevel.DISK_ONLY)
     try:
         is_control = F.col("op").startswith("_")
         if controls is not None:
