@@ -9,6 +9,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from cdckit.lab.debezium import EndOffsets
+
 _groups = itertools.count()
 
 
@@ -54,9 +56,9 @@ def partition_count(bootstrap: str, topic: str) -> int:
 
 
 def end_offsets(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-offsets"})
+    """The records ``topic`` holds: the sum of its partitions' end offsets."""
+    offsets = EndOffsets(bootstrap, topic)
     try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+        return offsets.total()
     finally:
-        consumer.close()
+        offsets.close()
