@@ -832,6 +832,8 @@ def main() -> None:
         unknown = only - {name for name, _ in steps}
         if unknown:
             parser.error(f"unknown steps {sorted(unknown)}; choose from {[name for name, _ in steps]}")
+        out = BENCH / "results" / f"{mode}-{started.replace(' ', 'T').replace(':', '')}.json"
+        out.parent.mkdir(exist_ok=True)
         for name, step in steps:
             if only and name not in only | {"warmup"}:
                 continue
@@ -839,15 +841,16 @@ def main() -> None:
             results[name] = step()
             print(f"{name}: done in {time.perf_counter() - began:.0f}s", flush=True)
             results.setdefault("seconds", {})[name] = round(time.perf_counter() - began)
+            if not only:  # what is measured is kept as it comes, so a step that fails loses only itself
+                out.write_text(json.dumps({**results, "complete": False}, indent=1))
     finally:
         pg.stop()
         shutil.rmtree(root, ignore_errors=True)
     if only:
         print(json.dumps(results, indent=1))
         return
-    out = BENCH / "results"
-    out.mkdir(exist_ok=True)
-    (out / f"{mode}-{started.replace(' ', 'T').replace(':', '')}.json").write_text(json.dumps(results, indent=1))
+    results["complete"] = True
+    out.write_text(json.dumps(results, indent=1))
     images = plots(results, BENCH / "plots")
     (BENCH / "RESULTS.md").write_text(report(results, images))
     print((BENCH / "RESULTS.md").read_text())
