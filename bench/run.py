@@ -45,7 +45,7 @@ from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipeline import run_snapshot, run_stream, stream_options
 from cdckit.spark.session import get_spark
 
 BENCH = Path(__file__).resolve().parent
@@ -475,8 +475,7 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     bench.sql("SELECT pg_drop_replication_slot('bench_raw')")
     stage("raw", "pgoutput decoding fetched by one client (the limit)", raw["messages"], raw["seconds"])
 
-    options = walk.as_properties(include_secrets=True)
-    options["cdckit.stream.partitions"] = str(bench.spark.sparkContext.defaultParallelism)
+    options = stream_options(bench.spark, walk)
     slot, batch = walk.str("slot.name"), walk.int("max.batch.size")
     reader = PostgresChangeStreamReader(options)
     planned = decoded = formatted = 0.0
@@ -505,16 +504,13 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
           planned + formatted)
 
     def stream_seconds(config: Config, sink: bool) -> tuple[int, float, list[dict[str, Any]]]:
-        stream_options = config.as_properties(include_secrets=True)
-        stream_options["cdckit.stream.partitions"] = str(bench.spark.sparkContext.defaultParallelism)
+        source = stream_options(bench.spark, config)
         if sink:
-            from cdckit.pipeline import ORDERED_PARTITIONS
-
-            query = run_query(bench.spark, config, "cdckit_postgres_changes", stream_options, "bench_files",
-                              StreamReport(), ordered_partitions=ORDERED_PARTITIONS)
+            query = run_query(bench.spark, config, "cdckit_postgres_changes", source, "bench_files",
+                              StreamReport(), ordered_partitions=True)
         else:
             query = (bench.spark.readStream.format("cdckit_postgres_changes")
-                     .options(**to_spark_options(stream_options)).load().writeStream.format("noop")
+                     .options(**to_spark_options(source)).load().writeStream.format("noop")
                      .option("checkpointLocation", str(bench.base / "noop-checkpoint"))
                      .trigger(availableNow=True).start())
             query.awaitTermination()

@@ -39,7 +39,6 @@ from cdckit.dialect.postgres.replication import (
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.postgres_stream import ORDERED_PARTITIONS
 from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import StateStore, join
@@ -188,12 +187,11 @@ def run_stream(spark: SparkSession, config: Config,
     report.snapshot = ensure_stream_start(spark, config)
     if config.str("snapshot.mode") == "initial_only":
         return report
-    options = config.as_properties(include_secrets=True)
-    if not config.int("cdckit.stream.partitions"):
-        options["cdckit.stream.partitions"] = str(spark.sparkContext.defaultParallelism)
+    options = stream_options(spark, config)
+    # The change source's partitions are consecutive LSN ranges, each read in position order.
     query = run_query(spark, config, "cdckit_postgres_changes", options, f"cdckit_{config.str('slot.name')}",
                       report, on_batch, lambda controls: record_schema_controls(options, controls),
-                      ordered_partitions=ORDERED_PARTITIONS)
+                      ordered_partitions=True)
     report.last_offset = _last_committed_lsn(query)
     if report.last_offset is not None:
         # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last
@@ -208,6 +206,14 @@ def run_stream(spark: SparkSession, config: Config,
                     "cdckit", config.str("slot.name"))
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def stream_options(spark: SparkSession, config: Config) -> dict[str, str]:
+    """The PostgreSQL change source's options: ``cdckit.stream.partitions`` 0 becomes Spark's parallelism."""
+    options = config.as_properties(include_secrets=True)
+    if not config.int("cdckit.stream.partitions"):
+        options["cdckit.stream.partitions"] = str(spark.sparkContext.defaultParallelism)
+    return options
 
 
 def _last_committed_lsn(query: StreamingQuery) -> str | None:

@@ -11,7 +11,7 @@ A large batch is cut at transaction ends into up to ``cdckit.stream.partitions``
 changes (each at least ``cdckit.stream.partition.min.events``), read by as many tasks at once; the cuts are
 part of the end offset (``{"lsn": ..., "splits": [...]}``), so a batch replayed after a failure is cut the
 same way. Every partition yields its events in position order and the partitions follow each other in LSN
-order (``ORDERED_PARTITIONS``): a sink may write them partition by partition without a shuffle.
+order: a sink may write them partition by partition without a shuffle.
 """
 
 from __future__ import annotations
@@ -71,10 +71,6 @@ def connect_retrying(options: dict[str, str], seconds: float = RECONNECT_SECONDS
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
-
-
-# The partitions of a batch are consecutive LSN ranges, each read in position order.
-ORDERED_PARTITIONS = True
 
 
 class LsnRange(InputPartition):

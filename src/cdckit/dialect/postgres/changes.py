@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-import psycopg2
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
 
@@ -138,8 +137,8 @@ class ChangeDecoder:
         self.start = start
         self.end = end
         self.table_for = table_for
-        self.relations: dict[int, tuple[pgoutput.Relation, TableInfo | None]] = {}
-        self._columns: dict[int, tuple[list[str], frozenset[str]]] = {}  # per relation: names, emitted names
+        # per relation: its message, the captured table (None: not captured), column names, emitted names
+        self.relations: dict[int, tuple[pgoutput.Relation, TableInfo | None, list[str], frozenset[str]]] = {}
         self.in_range = False
         self.begin: pgoutput.Begin | None = None
         self.last_commit_lsn: int | None = start
@@ -150,10 +149,8 @@ class ChangeDecoder:
         message = pgoutput.decode_message(data)
         if isinstance(message, pgoutput.Relation):
             table = self.table_for(message)
-            self.relations[message.relation_id] = (message, table)
-            self._columns[message.relation_id] = (
-                [column.name for column in message.columns],
-                frozenset(column.name for column in table.emitted_columns()) if table is not None else frozenset())
+            emitted = frozenset(c.name for c in table.emitted_columns()) if table is not None else frozenset()
+            self.relations[message.relation_id] = (message, table, [c.name for c in message.columns], emitted)
         elif isinstance(message, pgoutput.Begin):
             self.begin = message
             self.in_range = self.start <= message.final_lsn < self.end
@@ -176,10 +173,9 @@ class ChangeDecoder:
             return
         if not isinstance(message, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
             return
-        relation, table = self.relations.get(message.relation_id, (None, None))
+        relation, table, names, emitted = self.relations.get(message.relation_id, (None, None, [], frozenset()))
         if relation is None or table is None:
             return
-        names, emitted = self._columns[message.relation_id]
 
         def row(values: pgoutput.TupleValues | None) -> Row | None:
             if values is None:
