@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from psycopg2.extensions import connection as Connection
 
+from cdckit.dialect.postgres.server_version import ServerVersion, check_supported
 from cdckit.errors import MissingPrimaryKeyError, SourcePreconditionError, TableNotFoundError
 from cdckit.formats.debezium.column_mappers import parse_message_key_columns
 from cdckit.formats.debezium.postgres_types import ColumnType
@@ -37,7 +38,9 @@ class TableInfo:
 
 
 def check_server(conn: Connection, host: str) -> str:
-    """Fail clearly when the server cannot do logical decoding; returns the server version string."""
+    """Fail clearly when the server cannot do logical decoding (too old, or not set up for it); returns the server
+    version string."""
+    check_supported(ServerVersion.of(conn), host)
     with conn.cursor() as cur:
         cur.execute("SELECT current_setting('wal_level'), current_setting('server_version'), "
                     "current_setting('max_replication_slots')")
@@ -123,9 +126,11 @@ SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped{not_generated}
 ORDER BY a.attnum
 """
+# Generated columns (12+) are left out, as pgoutput leaves them out of its tuples.
+_NOT_GENERATED = " AND a.attgenerated = ''"
 
 _KEY_SQL = """
 SELECT a.attname FROM pg_index i
@@ -145,7 +150,8 @@ def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, 
             raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
                                      f"'{options.get('database.dbname', '')}'")
         oid, replica_identity, estimated_rows = int(found[0]), str(found[1]), int(found[2])
-        cur.execute(_COLUMNS_SQL, (oid,))
+        not_generated = _NOT_GENERATED if ServerVersion.of(conn).has_generated_columns else ""
+        cur.execute(_COLUMNS_SQL.format(not_generated=not_generated), (oid,))
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
                        optional=_pg_bool(optional), enum_values=_enum_labels(labels))

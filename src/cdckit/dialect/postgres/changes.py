@@ -12,6 +12,8 @@ skips, on decoding, transactions whose commit record starts before the slot's co
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,8 +24,11 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
 from cdckit.events import ChangeEvent, Position, Row
+
+log = logging.getLogger("cdckit")
 
 HEARTBEAT_MESSAGE_PREFIX = "cdckit.heartbeat"
 _CHANGE_KINDS = (ord("I"), ord("U"), ord("D"))
@@ -31,9 +36,13 @@ _CHANGE_KINDS = (ord("I"), ord("U"), ord("D"))
 _NEEDED_OUT_OF_RANGE = (b"B", b"R", b"Y")
 
 
-def peek_options(options: Mapping[str, str]) -> list[str]:
-    return ["proto_version", "1", "publication_names", options.get("publication.name", "dbz_publication"),
-            "messages", "true"]
+def peek_options(options: Mapping[str, str], version: ServerVersion | None = None) -> list[str]:
+    """pgoutput's options for a peek of the slot on a server of ``version`` (None: one that delivers logical
+    decoding messages, 14 or later)."""
+    plugin_options = ["proto_version", "1", "publication_names", options.get("publication.name", "dbz_publication")]
+    if version is None or version.delivers_logical_messages:
+        plugin_options += ["messages", "true"]
+    return plugin_options
 
 
 @dataclass(frozen=True)
@@ -44,9 +53,10 @@ class PendingChanges:
     splits: tuple[int, ...] = ()  # commit ends inside the batch that cut it into parts of about equal changes
 
 
+# Positions are numbers here (lsn - '0/0'): pg_lsn has max() and min() only from PostgreSQL 13 on.
 _PENDING_SQL = """
 WITH m AS (
-    SELECT c.lsn, get_byte(c.data, 0) AS kind, c.n
+    SELECT c.lsn - '0/0'::pg_lsn AS lsn, get_byte(c.data, 0) AS kind, c.n
     FROM pg_logical_slot_peek_binary_changes(%(slot)s, %(upto)s::pg_lsn, %(nchanges)s, VARIADIC %(opts)s)
          WITH ORDINALITY AS c(lsn, xid, data, n)
 ), running AS (
@@ -55,8 +65,8 @@ WITH m AS (
 ), commits AS (
     SELECT lsn, seen FROM running WHERE kind = 67
 ), pending AS (
-    SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s::pg_lsn), 0) AS events
-    FROM commits WHERE lsn > %(start)s::pg_lsn
+    SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s), 0) AS events
+    FROM commits WHERE lsn > %(start)s
 ), chosen AS (
     SELECT coalesce(max(lsn) FILTER (WHERE events <= %(limit)s), min(lsn)) AS end_lsn,
            count(*) AS transactions,
@@ -88,9 +98,9 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
             "slot": options.get("slot.name", "debezium"),
             "upto": format_lsn(upto) if upto is not None else None,
             "nchanges": 3 * max_events + 1000,
-            "opts": peek_options(options),
+            "opts": peek_options(options, ServerVersion.of(conn)),
             "change_kinds": list(_CHANGE_KINDS),
-            "start": format_lsn(start),
+            "start": start,
             "limit": max_events,
             "parts": max(1, parts),
             "min_events": max(1, min_events_per_part),
@@ -99,8 +109,8 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
     conn.commit()
     assert row is not None
     end_text, transactions, events, splits = row
-    return PendingChanges(parse_lsn(end_text) if end_text else None, int(transactions), int(events or 0),
-                          tuple(parse_lsn(cut) for cut in str(splits or "").split(",") if cut))
+    return PendingChanges(int(end_text) if end_text else None, int(transactions), int(events or 0),
+                          tuple(int(cut) for cut in str(splits or "").split(",") if cut))
 
 
 def current_flush_lsn(conn: Connection) -> int:
@@ -115,11 +125,22 @@ def current_flush_lsn(conn: Connection) -> int:
 def emit_heartbeat(conn: Connection, slot_name: str) -> None:
     """Write a transactional logical decoding message: a tiny transaction the slot can advance past.
 
-    This keeps an idle slot moving (so the server can recycle WAL) without a heartbeat table.
+    This keeps an idle slot moving (so the server can recycle WAL) without a heartbeat table. The message itself,
+    which becomes the heartbeat record, reaches pgoutput from PostgreSQL 14 on; before, the slot still moves past
+    the (empty) transaction, but no heartbeat record is written.
     """
+    version = ServerVersion.of(conn)
+    if not version.delivers_logical_messages:
+        _warn_no_heartbeat_records(version)
     with conn.cursor() as cur:
         cur.execute("SELECT pg_logical_emit_message(true, %s, %s)", (HEARTBEAT_MESSAGE_PREFIX, slot_name))
     conn.commit()
+
+
+@functools.cache
+def _warn_no_heartbeat_records(version: ServerVersion) -> None:
+    log.warning("heartbeat.interval.ms: PostgreSQL %s's pgoutput does not deliver logical decoding messages (14 and "
+                "later do), so heartbeats keep the replication slot moving but write no heartbeat records", version)
 
 
 TableLookup = Callable[[pgoutput.Relation], TableInfo | None]
@@ -233,7 +254,7 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
         try:
             cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
                         "VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end),
-                                         peek_options(options)))
+                                         peek_options(options, ServerVersion.of(conn))))
             first = cur.fetchmany(fetch_size)
             break
         except psycopg2.errors.ObjectInUse:  # another partition of the batch is decoding: its turn first

@@ -12,6 +12,7 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import ReplicationSlotError, SourcePreconditionError
 
 
@@ -23,7 +24,9 @@ class SlotStatus:
     active: bool
     confirmed_flush_lsn: int
     restart_lsn: int
-    wal_status: str = "reserved"  # reserved, extended, unreserved, or lost (the WAL it needs was removed)
+    # reserved, extended, unreserved, or lost (the WAL it needs was removed); before PostgreSQL 13 a slot keeps all
+    # the WAL it needs, so it is always reserved
+    wal_status: str = "reserved"
 
 
 @dataclass
@@ -76,9 +79,10 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
 
 
 def slot_status(conn: Connection, slot_name: str) -> SlotStatus | None:
+    wal_status = "wal_status" if ServerVersion.of(conn).reports_slot_wal_status else "NULL"
     with conn.cursor() as cur:
-        cur.execute("SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text, "
-                    "wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
+        cur.execute(f"SELECT plugin, database, active, confirmed_flush_lsn::text, restart_lsn::text, {wal_status} "
+                    f"FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
         row = cur.fetchone()
     conn.commit()
     if row is None:
@@ -121,8 +125,8 @@ def create_slot_exporting_snapshot(options: Mapping[str, str]) -> ExportedSlot:
     conn = connect(options, replication=True, raw_text=False)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"CREATE_REPLICATION_SLOT {sql_identifier(slot_name)} LOGICAL "
-                        f"{options.get('plugin.name', 'pgoutput')} (SNAPSHOT 'export')")
+            cur.execute(create_slot_command(slot_name, options.get("plugin.name", "pgoutput"),
+                                            ServerVersion.of(conn)))
             row = cur.fetchone()
     except psycopg2.Error as exc:
         conn.close()
@@ -144,6 +148,14 @@ def create_slot_exporting_snapshot(options: Mapping[str, str]) -> ExportedSlot:
     return ExportedSlot(slot_name, parse_lsn(str(row[1])), str(row[2]), conn)
 
 
+def create_slot_command(slot_name: str, plugin: str, version: ServerVersion) -> str:
+    """The replication command that creates a logical slot exporting its snapshot, in the form ``version`` knows:
+    options in parentheses from PostgreSQL 15 on, the ``EXPORT_SNAPSHOT`` keyword before (15 accepts both)."""
+    if version.takes_replication_command_options:
+        return f"CREATE_REPLICATION_SLOT {sql_identifier(slot_name)} LOGICAL {plugin} (SNAPSHOT 'export')"
+    return f"CREATE_REPLICATION_SLOT {sql_identifier(slot_name)} LOGICAL {plugin} EXPORT_SNAPSHOT"
+
+
 def create_slot(conn: Connection, options: Mapping[str, str]) -> int:
     """Create the slot without a snapshot; returns its consistent point."""
     slot_name = options.get("slot.name", "debezium")
@@ -163,12 +175,38 @@ def drop_slot(conn: Connection, slot_name: str) -> None:
     conn.commit()
 
 
+_ADVANCE_SQL = """
+SELECT pg_replication_slot_advance(slot_name, %(lsn)s::pg_lsn) FROM pg_replication_slots
+WHERE slot_name = %(slot)s AND confirmed_flush_lsn < %(lsn)s::pg_lsn
+"""
+# PostgreSQL 10 has no pg_replication_slot_advance: consuming the slot's changes up to ``lsn`` confirms it just the
+# same (decoding stops after the record that ends at ``lsn``). pgoutput needs an existing publication's name; which
+# one does not matter, as the output is only counted.
+_CONSUME_SQL = """
+SELECT (SELECT count(*) FROM pg_logical_slot_get_binary_changes(
+            slot_name, %(lsn)s::pg_lsn, NULL, 'proto_version', '1', 'publication_names', %(publication)s))
+FROM pg_replication_slots
+WHERE slot_name = %(slot)s AND confirmed_flush_lsn < %(lsn)s::pg_lsn
+"""
+
+
 def advance_slot(conn: Connection, slot_name: str, lsn: int) -> bool:
-    """Confirm everything up to ``lsn`` as flushed so the server may release WAL; never moves backwards."""
+    """Confirm everything up to ``lsn`` (the end of a commit record, or the slot's consistent point) as flushed so
+    the server may release WAL; never moves backwards."""
+    parameters = {"lsn": format_lsn(lsn), "slot": slot_name}
     with conn.cursor() as cur:
-        cur.execute("SELECT pg_replication_slot_advance(slot_name, %s::pg_lsn) FROM pg_replication_slots "
-                    "WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
-                    (format_lsn(lsn), slot_name, format_lsn(lsn)))
+        if ServerVersion.of(conn).can_advance_slot:
+            cur.execute(_ADVANCE_SQL, parameters)
+        else:
+            cur.execute("SELECT pubname FROM pg_publication ORDER BY pubname LIMIT 1")
+            publication = cur.fetchone()
+            if publication is None:
+                conn.rollback()
+                raise ReplicationSlotError(
+                    f"cannot confirm a position to replication slot '{slot_name}': PostgreSQL 10 does so by reading "
+                    f"the slot's changes, which pgoutput does only through a publication, and the database has none; "
+                    f"create cdckit's publication again (publication.name)")
+            cur.execute(_CONSUME_SQL, {**parameters, "publication": str(publication[0])})
         moved = cur.fetchone() is not None
     conn.commit()
     return moved

@@ -17,6 +17,7 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
 
 _INTEGER_TYPES = {"int2", "int4", "int8"}
@@ -35,6 +36,17 @@ class SnapshotChunk:
     first: bool = False  # the snapshot's first chunk: its first row is marked snapshot=first
     first_in_table: bool = False  # the table's first chunk: its first row is first_in_data_collection
     last_in_table: bool = False  # the table's final chunk: its final row is last_in_data_collection
+
+
+def snapshot_xmin(conn: Connection) -> int:
+    """The xmin of the transaction's snapshot (the exported one, once adopted): the snapshot's ``txId``."""
+    query = ("SELECT pg_snapshot_xmin(pg_current_snapshot())::text" if ServerVersion.of(conn).has_pg_snapshot_functions
+             else "SELECT txid_snapshot_xmin(txid_current_snapshot())::text")
+    with conn.cursor() as cur:
+        cur.execute(query)
+        row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def plan_chunks(conn: Connection, tables: list[TableInfo], chunk_rows: int, ctid_ranges: bool = True
