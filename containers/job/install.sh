@@ -2,13 +2,32 @@
 # Install steps of the cdckit job image; each runs alone, in the Dockerfile and in the test suite.
 #
 #   install.sh system-packages <msodbcsql18 version>   Microsoft ODBC Driver 18 + unixODBC (Debian/Ubuntu, as root)
-#   install.sh python <wheel folder>                   cdckit and its extras from the wheel in the folder
-#   install.sh jars <folder> <spark-sql-kafka> <aws-msk-iam-auth> <hadoop-aws>
-#                                                     Spark's Kafka connector, MSK IAM auth and S3A jars
+#   install.sh python <wheel folder>                   cdckit and its extras from the wheel in the folder, over
+#                                                     the image's own PySpark (it installs none)
+#   install.sh jars <folder> <spark> <aws-msk-iam-auth> <hadoop-aws>
+#                                                     Spark's Kafka connector for that Spark release, MSK IAM
+#                                                     auth and S3A jars
 set -euo pipefail
 
 step="${1:?usage: install.sh system-packages|python|jars ...}"
 shift
+
+# The base image's Spark release ("4.0.2", or EMR's "4.0.2-amzn-0"), from $SPARK_HOME/RELEASE or its
+# spark-submit; empty when neither is there.
+image_spark() {
+  local home="${SPARK_HOME:-/usr/lib/spark}"
+  if [ -s "$home/RELEASE" ]; then
+    awk 'NR == 1 && $1 == "Spark" { print $2 }' "$home/RELEASE"
+  elif [ -x "$home/bin/spark-submit" ]; then
+    "$home/bin/spark-submit" --version 2>&1 | sed -n '/Scala/d; s/.* version \([0-9][^ ]*\).*/\1/p' | head -n 1
+  fi
+}
+
+# The version of a pip-installed pyspark, empty when there is none (Spark's own images keep PySpark under
+# $SPARK_HOME/python, not as a pip distribution).
+pip_pyspark() {
+  { python3 -m pip show pyspark 2>/dev/null || true; } | sed -n 's/^Version: //p'
+}
 
 case "$step" in
   system-packages)
@@ -27,13 +46,35 @@ case "$step" in
   python)
     folder="${1:?wheel folder}"
     wheel="$(ls "$folder"/cdckit-*.whl | sort | tail -n 1)"
-    python3 -m pip install --no-cache-dir "${wheel}[sqlserver,aws,quality]"
+    before="$(pip_pyspark)"
+    # The system Python is the one Spark runs (PYSPARK_PYTHON=python3) and the image has no other use, so cdckit
+    # goes into it, not a virtualenv; Ubuntu 24.04 and later refuse that (PEP 668) unless told. Older pips
+    # ignore the variable.
+    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir "${wheel}[sqlserver,aws,quality]"
+    after="$(pip_pyspark)" spark="$(image_spark)"
+    if [ "$after" != "$before" ]; then
+      echo "install.sh: installing cdckit changed the pip-installed pyspark from ${before:-none} to" \
+           "${after:-none} on an image whose Spark is ${spark:-unknown}: an extra or one of its dependencies" \
+           "requires pyspark; remove that requirement, the image's own PySpark must stay the only one" >&2
+      exit 1
+    fi
+    if [ -n "$after" ] && [ -n "$spark" ] && [ "${after%%-*}" != "${spark%%-*}" ]; then
+      echo "install.sh: the base image has a pip-installed pyspark $after but runs Spark $spark; use a base" \
+           "image whose PySpark matches its Spark" >&2
+      exit 1
+    fi
     ;;
   jars)
-    target="${1:?jar folder}" kafka="${2:?spark-sql-kafka version}" msk="${3:?aws-msk-iam-auth version}"
+    target="${1:?jar folder}" spark_version="${2:?Spark version}" msk="${3:?aws-msk-iam-auth version}"
     hadoop="${4:?hadoop-aws version}"
-    mkdir -p "$target"
-    python3 -m cdckit.artifacts spark-jars "$target" --kafka "$kafka" --msk-iam-auth "$msk" --hadoop-aws "$hadoop"
+    spark="$(image_spark)"
+    if [ -n "$spark" ] && [ "${spark%%-*}" != "${spark_version%%-*}" ]; then
+      echo "install.sh: SPARK_VERSION is $spark_version but the base image runs Spark $spark; build with" \
+           "--build-arg SPARK_VERSION=${spark%%-*} (the Kafka connector must match the image's Spark)" >&2
+      exit 1
+    fi
+    python3 -m cdckit.artifacts spark-jars "$target" --spark "$spark_version" --msk-iam-auth "$msk" \
+      --hadoop-aws "$hadoop"
     ;;
   *)
     echo "install.sh: unknown step $step (system-packages, python, jars)" >&2

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from cdckit import versions
 from cdckit.errors import CdcKitError
 
 Artifact = tuple[str, str, str, Sequence[tuple[str, str]]]  # group, artifact, version, exclusions
@@ -60,30 +61,36 @@ def fetch(name: str, artifacts: Sequence[Artifact], keep: Sequence[str] | None =
     return jars
 
 
-# Spark's Kafka connector. PySpark 4.3.0's own build of it is not on Maven Central (nor is the 4.2 token
-# provider), so cdckit uses the 4.2.0 connector with the 4.0.0 token provider, the newest builds there; both
-# speak the DataSource V2 API Spark 4.3 keeps (checked by the Kafka tests).
-SPARK_KAFKA_VERSION = "4.2.0"
-SPARK_TOKEN_PROVIDER_VERSION = "4.0.0"
+def spark_kafka_jars(spark_version: str | None = None) -> list[Path]:
+    """Spark's Kafka connector for a Spark release (the running PySpark's by default): the builds
+    ``versions.kafka_connector`` names, with kafka-clients as the connector's pom asks.
 
+    The connector's pom asks for a token provider of its own version, which Maven Central may not have; that
+    dependency is left out and the chosen token-provider build added instead.
+    """
+    if spark_version is None:
+        import pyspark
 
-def spark_kafka_jars() -> list[Path]:
-    return fetch(f"spark-kafka-{SPARK_KAFKA_VERSION}", [
-        ("org.apache.spark", "spark-sql-kafka-0-10_2.13", SPARK_KAFKA_VERSION,
-         (("org.apache.spark", "spark-token-provider-kafka-0-10_2.13"),)),
-        ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", SPARK_TOKEN_PROVIDER_VERSION,
-         (("org.apache.kafka", "kafka-clients"),)),
+        spark_version = pyspark.__version__
+    try:
+        connector, token_provider = versions.kafka_connector(spark_version)
+    except ValueError:
+        raise CdcKitError(f"Spark {spark_version} has no Kafka connector build on Maven Central; cdckit supports "
+                          f"Spark {versions.OLDEST_SPARK} to below {versions.SPARK_BELOW}") from None
+    sql_kafka = f"spark-sql-kafka-0-10_{versions.SCALA}"
+    token_provider_kafka = f"spark-token-provider-kafka-0-10_{versions.SCALA}"
+    return fetch(f"spark-kafka-{connector}-token-provider-{token_provider}", [
+        ("org.apache.spark", sql_kafka, connector, (("org.apache.spark", token_provider_kafka),)),
+        ("org.apache.spark", token_provider_kafka, token_provider, (("org.apache.kafka", "kafka-clients"),)),
     ], keep=("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2"))
 
 
-def job_image_jars(kafka: str = SPARK_KAFKA_VERSION, msk_iam_auth: str = "2.3.2",
-                   hadoop_aws: str = "3.4.1") -> list[Path]:
-    """The jars the job image adds to Spark: the Kafka connector, MSK IAM authentication and S3A
+def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str = versions.MSK_IAM_AUTH,
+                   hadoop_aws: str = versions.HADOOP_AWS) -> list[Path]:
+    """The jars the job image adds to its Spark release: the Kafka connector, MSK IAM authentication and S3A
     (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies: the AWS SDK they need is part of EMR's
     images; on Apache's image add the SDK bundle matching hadoop-aws)."""
-    jars = spark_kafka_jars() if kafka == SPARK_KAFKA_VERSION else fetch(f"spark-kafka-{kafka}", [
-        ("org.apache.spark", "spark-sql-kafka-0-10_2.13", kafka, ())],
-        keep=("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2"))
+    jars = spark_kafka_jars(spark_version)
     jars += fetch(f"job-image-aws-{msk_iam_auth}-{hadoop_aws}", [
         ("software.amazon.msk", "aws-msk-iam-auth", msk_iam_auth, (("*", "*"),)),
         ("org.apache.hadoop", "hadoop-aws", hadoop_aws, (("*", "*"),)),
@@ -97,12 +104,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cdckit.artifacts", description="copy jars for the job image")
     parser.add_argument("what", choices=("spark-jars",))
     parser.add_argument("target", type=Path, help="folder to copy the jars into (Spark's jars folder)")
-    parser.add_argument("--kafka", default=SPARK_KAFKA_VERSION)
-    parser.add_argument("--msk-iam-auth", default="2.3.2")
-    parser.add_argument("--hadoop-aws", default="3.4.1")
+    parser.add_argument("--spark", default=versions.TARGET_SPARK,
+                        help="the image's Spark release (the Kafka connector is chosen for it)")
+    parser.add_argument("--msk-iam-auth", default=versions.MSK_IAM_AUTH)
+    parser.add_argument("--hadoop-aws", default=versions.HADOOP_AWS)
     args = parser.parse_args(argv)
+    if not versions.supported(args.spark):
+        parser.error(f"Spark {args.spark} is outside cdckit's range: {versions.OLDEST_SPARK} to below "
+                     f"{versions.SPARK_BELOW}")
     args.target.mkdir(parents=True, exist_ok=True)
-    for jar in job_image_jars(args.kafka, args.msk_iam_auth, args.hadoop_aws):
+    for jar in job_image_jars(args.spark, args.msk_iam_auth, args.hadoop_aws):
         shutil.copy2(jar, args.target / jar.name)
         print(jar.name)
     return 0

@@ -7,22 +7,65 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cdckit import versions
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "containers" / "job" / "install.sh"
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def _spark_home(tmp_path: Path, release: str) -> Path:
+    """A base image's Spark folder as far as the install steps look at it: its RELEASE file."""
+    home = tmp_path / "spark"
+    home.mkdir()
+    (home / "RELEASE").write_text(f"Spark {release} (git revision 0000000) built for Hadoop {versions.HADOOP_AWS}\n")
+    return home
+
+
+def _run(*args: str, spark_home: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SPARK_HOME", None)
+    if spark_home is not None:
+        env["SPARK_HOME"] = str(spark_home)
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600)
 
 
-def test_jars_step_puts_kafka_msk_iam_and_s3a_jars_in_sparks_folder(tmp_path: Path) -> None:
-    result = _run("jars", str(tmp_path / "jars"), "4.2.0", "2.3.2", "3.4.1")
+def test_jars_step_puts_the_images_kafka_connector_msk_iam_and_s3a_jars_in_sparks_folder(tmp_path: Path) -> None:
+    spark = versions.TARGET_SPARK
+    result = _run("jars", str(tmp_path / "jars"), spark, versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
+                  spark_home=_spark_home(tmp_path, spark))
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
-    for expected in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-", "aws-msk-iam-auth-2.3.2.jar",
-                     "hadoop-aws-3.4.1.jar", "spark-token-provider-kafka-0-10_2.13-"):
+    connector, token_provider = versions.kafka_connector(spark)
+    assert connector == spark
+    for expected in (f"spark-sql-kafka-0-10_2.13-{connector}.jar",
+                     f"spark-token-provider-kafka-0-10_2.13-{token_provider}.jar", "kafka-clients-",
+                     f"aws-msk-iam-auth-{versions.MSK_IAM_AUTH}.jar", f"hadoop-aws-{versions.HADOOP_AWS}.jar"):
         assert any(name.startswith(expected) for name in names), (expected, names)
+    assert len([n for n in names if n.startswith(("spark-sql-kafka", "spark-token-provider"))]) == 2, names
+
+
+def test_jars_step_refuses_a_spark_version_other_than_the_images(tmp_path: Path) -> None:
+    result = _run("jars", str(tmp_path / "jars"), "4.3.0", versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
+                  spark_home=_spark_home(tmp_path, "4.0.2"))
+    assert result.returncode == 1
+    assert "SPARK_VERSION is 4.3.0 but the base image runs Spark 4.0.2" in result.stderr
+    assert not (tmp_path / "jars").exists()
+
+
+def test_an_emr_7_base_image_spark_3_5_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
+    # EMR's Spark names itself <release>-amzn-<n>: the image check compares the release and lets it pass, the
+    # range check refuses it
+    result = _run("jars", str(tmp_path / "jars"), "3.5.6", versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
+                  spark_home=_spark_home(tmp_path, "3.5.6-amzn-0"))
+    assert result.returncode == 2 and "Spark 3.5.6 is outside cdckit's range" in result.stderr, result.stderr
+    assert not (tmp_path / "jars").exists()
+
+
+def test_the_jars_step_does_not_import_pyspark() -> None:
+    # Spark's images keep PySpark under $SPARK_HOME/python, off the build's Python path
+    code = "import sys, cdckit.artifacts; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
 def test_an_unknown_step_is_refused() -> None:
