@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdckit import versions
 from cdckit.errors import CdcKitError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,7 +214,7 @@ class Deployment:
                 "spec": {
                     "type": "Python", "pythonVersion": "3", "mode": "cluster", "image": image,
                     "mainApplicationFile": f"local:///opt/cdckit/jobs/{job}.py",
-                    "arguments": [uris["connector"]], "sparkVersion": "4.0.0",
+                    "arguments": [uris["connector"]], "sparkVersion": versions.TARGET_SPARK,
                     "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3} if job == "stream"
                     else {"type": "Never"},
                     "driver": {"cores": 1, "memory": "2g",

@@ -4,9 +4,9 @@ variable "name" {
 }
 
 variable "release_label" {
-  description = "EMR release of the application (its Spark major must match the job image's)."
+  description = "EMR release of the application: its Spark must be the job image's (src/cdckit/versions.py)."
   type        = string
-  default     = "emr-7.9.0"
+  default     = "emr-spark-8.0.0"
 }
 
 variable "architecture" {
