@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-fast test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-fast test-postgres15 test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -35,6 +35,17 @@ test: $(STAMP) $(CHECKOV_STAMP)  ## run the whole test suite
 
 test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 	$(BIN)/python -m pytest tests/unit
+
+test-postgres15: $(STAMP)  ## the PostgreSQL suites against Debian's PostgreSQL 15 (postgresql-15 installed with apt-get when missing)
+	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then \
+	  sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  echo "PostgreSQL 15 is not installed: $$sudo apt-get update; $$sudo apt-get install -y postgresql-15"; \
+	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql-15 || exit 1; \
+	fi
+	CDCKIT_TEST_POSTGRES_BIN=/usr/lib/postgresql/15/bin $(BIN)/python -m pytest \
+	  tests/integration/test_postgres_versions.py tests/integration/test_postgres_end_to_end.py \
+	  tests/integration/test_restarts.py tests/integration/test_schema_evolution.py \
+	  tests/integration/test_stream_partitions.py
 
 test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (skips where no Docker engine runs)
 	$(BIN)/python -m pytest tests/docker -rs
