@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-fast test-postgres15 test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-fast test-postgres15 test-oldest-spark test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -19,6 +19,27 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The oldest Spark cdckit supports (Amazon EMR's), in a virtualenv of its own: CI runs the end-to-end suites on it
+# as well as the whole suite on the default PySpark (the newest in pyproject.toml's range).
+OLDEST_SPARK := $(shell sed -n 's/^OLDEST_SPARK = "\(.*\)"$$/\1/p' src/cdckit/versions.py)
+OLDEST_VENV  := .venv-spark-$(OLDEST_SPARK)
+OLDEST_STAMP := $(OLDEST_VENV)/.installed
+OLDEST_ENV    = PYSPARK_PYTHON=$(abspath $(OLDEST_VENV)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(OLDEST_VENV)/bin/python)
+E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/test_restarts.py \
+                tests/integration/test_kafka_delivery.py tests/integration/test_quality_end_to_end.py \
+                tests/integration/test_stream_partitions.py tests/integration/test_sqlserver_end_to_end.py \
+                tests/integration/test_spark_versions.py
+
+$(OLDEST_STAMP): pyproject.toml
+	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/pip install --quiet -e '.[dev]' 'pyspark[sql]==$(OLDEST_SPARK)'
+	touch $(OLDEST_STAMP)
+
+test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
+	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest $(E2E_SUITES)
 
 demo: $(STAMP)  ## run the embedded end-to-end demo
 	$(BIN)/cdckit demo
@@ -88,4 +109,4 @@ bench-quick: $(STAMP)  ## the same measurements on small data (a few minutes)
 	$(BIN)/python bench/run.py --quick
 
 clean:
-	rm -rf $(VENV) .venv-checkov .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-spark-* .venv-checkov .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache

@@ -38,6 +38,7 @@ from cdckit.dialect.postgres.replication import (
 )
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary
@@ -217,11 +218,7 @@ def stream_options(spark: SparkSession, config: Config) -> dict[str, str]:
 
 
 def _last_committed_lsn(query: StreamingQuery) -> str | None:
-    progress = query.lastProgress
-    if not progress or not progress.get("sources"):
-        return None
-    end = progress["sources"][0].get("endOffset")
-    document = json.loads(end) if isinstance(end, str) else end
+    document = last_end_offset(query)
     return str(document["lsn"]) if document else None
 
 

@@ -40,6 +40,7 @@ from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn
 from cdckit.pipeline import read_snapshot_state, write_snapshot_state
+from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
@@ -179,11 +180,9 @@ def run_stream(spark: SparkSession, config: Config,
     options[CHUNKS_OPTION] = ChunkFilter.to_option([ChunkWatermark(**w) for w in state.get("watermarks", [])])
     query = run_query(spark, config, "cdckit_sqlserver_changes", options, f"cdckit_{config.str('topic.prefix')}",
                       report, on_batch, lambda controls: record_incremental_watermarks(options, controls))
-    progress = query.lastProgress
-    if progress and progress.get("sources"):
-        end = progress["sources"][0].get("endOffset")
-        document = json.loads(end) if isinstance(end, str) else end
+    document = last_end_offset(query)
+    if document:
         report.last_offset = json.dumps({db: entry["commit_lsn"] for db, entry in
-                                         (document or {}).get("databases", {}).items()})
+                                         document.get("databases", {}).items()})
     report.seconds = round(time.monotonic() - started, 3)
     return report

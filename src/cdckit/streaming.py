@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -12,6 +13,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
 from cdckit.errors import from_spark
+from cdckit.spark import compat
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
@@ -75,19 +77,31 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         if max_batches and report.batches >= max_batches:
             enough.set()
 
+    available_now = config.str("cdckit.trigger") == "available-now"
+    catch_up = available_now and not compat.ADMISSION_CONTROL
+    if catch_up:
+        options = {**options, compat.CATCH_UP_OPTION: "true"}
     stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
     writer = stream.writeStream.foreachBatch(each_batch).option(
-        "checkpointLocation", join(config.str("cdckit.checkpoint.location"), "stream"))
-    if config.str("cdckit.trigger") == "available-now":
+        "checkpointLocation", join(config.str("cdckit.checkpoint.location"), compat.STREAM_CHECKPOINT))
+    if available_now and not catch_up:
         writer = writer.trigger(availableNow=True)
+    elif catch_up:
+        # Spark before 4.2 would run available-now as one unbounded batch: bounded batches back to back instead,
+        # over a source capped where the database stands now, until a trigger finds nothing new.
+        writer = writer.trigger(processingTime="0 seconds")
     else:
         interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
         writer = writer.trigger(processingTime=interval)
     query = writer.queryName(query_name).start()
+    caught_up = threading.Event()
+    if catch_up:
+        threading.Thread(target=_until_caught_up, args=(query, caught_up), daemon=True,
+                         name="cdckit-catch-up").start()
     try:
         with from_spark("the stream stopped"):
             while query.isActive:
-                if enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]:
+                if caught_up.is_set() or (enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]):
                     # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
                     # and replayed by the next run.
                     query.stop()
@@ -97,6 +111,16 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     finally:
         report.events_per_topic = dict(sorted(totals.items()))
     return query
+
+
+def _until_caught_up(query: StreamingQuery, caught_up: threading.Event) -> None:
+    """Wait until a trigger of ``query`` finds nothing new (every batch before it committed), then say so. A
+    failed query ends the wait too; the caller sees the failure when it waits for the query's end."""
+    try:
+        with contextlib.suppress(Exception):  # a failed query: the caller's awaitTermination reports it
+            query.processAllAvailable()
+    finally:
+        caught_up.set()
 
 
 def progress_batch(query: StreamingQuery) -> int:

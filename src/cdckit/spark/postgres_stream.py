@@ -26,7 +26,6 @@ import psycopg2
 import pyarrow as pa
 from psycopg2.extensions import connection as Connection
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.postgres import pgoutput
@@ -44,6 +43,7 @@ from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
 from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.spark.compat import ReadLimit, ReadMaxRows, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches
@@ -93,7 +93,7 @@ class PostgresChangeDataSource(DataSource):
         return PostgresChangeStreamReader(from_spark_options(self.options))
 
 
-class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         self.slot_name = options.get("slot.name", "debezium")
@@ -128,7 +128,9 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             raise ReplicationSlotError(
                 f"replication slot '{self.slot_name}' does not exist; run `cdckit snapshot` (or `cdckit stream` "
                 f"with snapshot.mode=no_data) to create it")
-        return {"lsn": format_lsn(status.confirmed_flush_lsn)}
+        start = {"lsn": format_lsn(status.confirmed_flush_lsn)}
+        self.planned(start)
+        return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_batch_size)
@@ -136,17 +138,13 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now_target = self._reconnecting(current_flush_lsn)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def next_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         return self._reconnecting(lambda conn: self._latest(conn, start, limit))
 
     def _latest(self, conn: Connection, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_lsn = parse_lsn(start["lsn"])
         advance_slot(conn, self.slot_name, start_lsn)
-        max_events = self.max_batch_size
-        if isinstance(limit, ReadMaxRows):
-            max_events = limit.max_rows
-        elif isinstance(limit, ReadAllAvailable):
-            max_events = 1 << 40
+        max_events = read_limit_rows(limit, self.max_batch_size)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
                                   self.parts, self.min_events_per_part)
         if pending.end_lsn is not None:
@@ -162,6 +160,7 @@ class PostgresChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return start
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        self.planned(end)
         low, high = parse_lsn(start["lsn"]), parse_lsn(end["lsn"])
         cuts = sorted({cut for cut in map(parse_lsn, end.get("splits", ())) if low < cut < high})
         bounds = [low, *cuts, high]

@@ -35,23 +35,16 @@ ARROW_BATCH_BYTES = 16 << 20
 
 @cache
 def event_arrow_schema() -> pa.Schema:
-    """EVENT_SCHEMA as Arrow, exactly as Spark expects a Python data source's batches to be typed."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
+    """EVENT_SCHEMA as Arrow, typed as Spark expects a Python data source's batches (built here rather than with
+    PySpark's own converter, whose signature differs between Spark releases)."""
+    import pyarrow as pa
 
-    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    types = {"topic": StringType(), "key": StringType(), "value": StringType(), "headers": ArrayType(header),
-             "table": StringType(), "op": StringType(), "commit_lsn": LongType(), "lsn": LongType(),
-             "serial": IntegerType(), "source_ts_ms": LongType(), "value_binary": BinaryType()}
-    return to_arrow_schema(StructType([StructField(name, types[name]) for name in EVENT_COLUMNS]), timezone="UTC")
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    types = {"topic": pa.string(), "key": pa.string(), "value": pa.string(),
+             "headers": pa.list_(pa.field("element", header)), "table": pa.string(), "op": pa.string(),
+             "commit_lsn": pa.int64(), "lsn": pa.int64(), "serial": pa.int32(), "source_ts_ms": pa.int64(),
+             "value_binary": pa.binary()}
+    return pa.schema([pa.field(name, types[name]) for name in EVENT_COLUMNS])
 
 
 def arrow_batches(rows: Iterable[EventRow]) -> Iterator[pa.RecordBatch]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from cdckit.spark.compat import check_spark
 from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.spark.postgres_stream import PostgresChangeDataSource
 from cdckit.spark.sqlserver_snapshot import SqlServerSnapshotDataSource
@@ -25,6 +26,7 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) 
     ``kafka`` puts Spark's Kafka connector on a local session's class path (fetched once from Maven Central);
     with spark-submit, pass it yourself (``--jars`` or ``--packages``).
     """
+    check_spark()
     # Spark's Python workers must use this interpreter (and so this virtualenv's packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -21,7 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
@@ -47,6 +46,7 @@ from cdckit.dialect.sqlserver.snapshot import (
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
+from cdckit.spark.compat import ReadLimit, ReadMaxRows, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record
@@ -108,7 +108,7 @@ class SqlServerChangeDataSource(DataSource):
         return SqlServerChangeStreamReader(from_spark_options(self.options))
 
 
-class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         self.databases = [d.strip() for d in options["database.names"].split(",") if d.strip()]
@@ -132,7 +132,9 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
                 found[database] = parse_sqlserver_lsn(start[database])
             else:
                 found[database] = require_max_lsn(self._cursor(database), database) or 0
-        return offset(found)
+        start = offset(found)
+        self.planned(start)
+        return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_batch_size)
@@ -140,7 +142,7 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {db: require_max_lsn(self._cursor(db), db) or 0 for db in self.databases}
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def next_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = positions(start)
         if self.options.get("cdckit.sqlserver.schema.evolution", "job") == "stream":
             from cdckit import schema_evolution
@@ -152,11 +154,7 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
                             rotation.capture_instance, rotation.reason)
             schema_evolution.apply_with(self.options, rotations)
 
-        budget = self.max_batch_size
-        if isinstance(limit, ReadMaxRows):
-            budget = limit.max_rows
-        elif isinstance(limit, ReadAllAvailable):
-            budget = 1 << 40
+        budget = read_limit_rows(limit, self.max_batch_size)
         latest = dict(begin)
         for database in self.databases:  # the budget is spent database by database, in database.names order
             cursor = self._cursor(database)
@@ -171,6 +169,7 @@ class SqlServerChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailab
         return offset(latest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        self.planned(end)
         begin, finish = positions(start), positions(end)
         together = option_bool(self.options, "provide.transaction.metadata", False)
         watermarks = json.dumps(read_incremental_watermarks(self.options))

@@ -1,0 +1,167 @@
+"""What differs between the Spark releases cdckit runs on (``cdckit.versions``: 4.0.2 to 4.3.x), in one place.
+
+Streaming admission control for Python data sources (``latestOffset(start, limit)``, read limits, the
+available-now mixin, ``pyspark.sql.streaming.datasource``) is Spark 4.2+. Spark 4.0 and 4.1 call
+``latestOffset()`` with neither a start nor a limit, and run ``Trigger.AvailableNow`` as one batch of everything
+(their ``AvailableNowDataStreamWrapper``). So on those releases:
+
+- the change readers bound each micro-batch themselves (``max.batch.size``, whole transactions) from the start
+  they keep (:class:`SelfBoundedReader`): the end of the batch they planned or replayed last, else the end of the
+  last batch committed in the query's checkpoint, else the source's initial offset;
+- the available-now trigger runs as a processing-time query over a source capped at the position the database
+  had when the query started; the query is stopped once a trigger finds nothing new
+  (``StreamingQuery.processAllAvailable``), so it still processes everything there was and stops.
+
+Example::
+
+    class MyReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def next_offset(self, start, limit): ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyspark
+
+from cdckit import versions
+from cdckit.errors import CdcKitError
+from cdckit.state import StateStore
+
+__all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "STREAM_CHECKPOINT", "ReadAllAvailable", "ReadLimit", "ReadMaxRows",
+           "SelfBoundedReader", "SupportsTriggerAvailableNow", "check_spark", "committed_offset", "last_end_offset",
+           "read_limit_rows"]
+
+try:  # Spark 4.2+
+    from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    ADMISSION_CONTROL = True
+except ImportError:  # Spark 4.0 / 4.1: the same names, for the readers' own use only
+    ADMISSION_CONTROL = False
+
+    class ReadLimit:  # type: ignore[no-redef]
+        """A bound on one micro-batch."""
+
+    @dataclass
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        max_rows: int
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        def prepareForTriggerAvailableNow(self) -> None:
+            raise NotImplementedError
+
+
+# The Structured Streaming checkpoint of the change stream, below cdckit.checkpoint.location.
+STREAM_CHECKPOINT = "stream"
+# Set by the pipeline on Spark before 4.2 for the available-now trigger: cap the source at the position the
+# database has when the query starts (what prepareForTriggerAvailableNow does on 4.2+).
+CATCH_UP_OPTION = "cdckit.stream.catch.up"
+
+
+def check_spark() -> str:
+    """The running Spark's version; a clear error when cdckit does not support it."""
+    version = pyspark.__version__
+    if not versions.supported(version):
+        raise CdcKitError(
+            f"cdckit runs on Spark {versions.OLDEST_SPARK} to {versions.SPARK_BELOW} (exclusive); this is Spark "
+            f"{version}. On Amazon EMR use the release {versions.EMR_RELEASE_LABEL} (EMR 7.x is Spark 3.5, which "
+            f"has no Python data source API); elsewhere install a supported PySpark (pip install "
+            f"'cdckit[spark]') or run on a supported Spark")
+    return version
+
+
+def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
+    """The end offset of the last batch committed in the change stream's checkpoint, or None when none is.
+
+    Spark's offset log (``offsets/<batch>``) holds a version line, the batch's metadata and then one line per
+    source with the offset as the source wrote it; the commit log (``commits/<batch>``) marks the batch done.
+    """
+    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+    committed = [int(name) for name in store.names(f"{STREAM_CHECKPOINT}/commits") if name.isdigit()]
+    if not committed:
+        return None
+    batch = max(committed)
+    text = store.read_text(f"{STREAM_CHECKPOINT}/offsets/{batch}")
+    lines = (text or "").splitlines()
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise CdcKitError(
+            f"the stream checkpoint's offset log entry {batch} under "
+            f"{options.get('cdckit.checkpoint.location')}/{STREAM_CHECKPOINT}/offsets is missing or not in "
+            f"Spark's format; restore the checkpoint, or start a new one (a new snapshot)")
+    document = json.loads(lines[2])
+    return document if isinstance(document, dict) else None
+
+
+class SelfBoundedReader:
+    """A change source's stream reader that serves Spark 4.2+ and Spark 4.0/4.1 alike.
+
+    Subclasses implement ``next_offset(start, limit)`` (the end of the next batch after ``start``, or ``start``
+    when nothing is pending), ``initialOffset``, ``getDefaultReadLimit`` and ``prepareForTriggerAvailableNow``, and
+    call :meth:`planned` with the end offset in ``partitions``.
+    """
+
+    options: dict[str, str]
+    _planned_end: dict[str, Any] | None = None
+    _catching_up = False
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def getDefaultReadLimit(self) -> Any:
+        raise NotImplementedError
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise NotImplementedError
+
+    def next_offset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def planned(self, end: dict[str, Any]) -> None:
+        """Spark plans (or replays) the batch that ends at ``end``: the next one starts there."""
+        self._planned_end = end
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        if start is None:  # Spark before 4.2
+            if self.options.get(CATCH_UP_OPTION) == "true" and not self._catching_up:
+                self.prepareForTriggerAvailableNow()
+                self._catching_up = True
+            start = self._planned_end or committed_offset(self.options) or self.initialOffset()
+            limit = self.getDefaultReadLimit()
+        end = self.next_offset(start, limit)
+        self._planned_end = end
+        return end
+
+
+def last_end_offset(query: Any) -> dict[str, Any] | None:
+    """The end offset of the last batch ``query`` reported (its progress comes after the batch is committed).
+
+    Read from the progress's JSON text: PySpark 4.0's ``SourceProgress.endOffset`` holds the Python ``str`` of the
+    parsed offset rather than its JSON (fixed in later releases).
+    """
+    progress = query.lastProgress
+    if not progress:
+        return None
+    sources = json.loads(progress.json).get("sources") or []
+    end = sources[0].get("endOffset") if sources else None
+    document = json.loads(end) if isinstance(end, str) else end
+    return document if isinstance(document, dict) else None
+
+
+def read_limit_rows(limit: Any, default: int) -> int:
+    """How many changes a batch may take under ``limit``."""
+    if isinstance(limit, ReadMaxRows):
+        return int(limit.max_rows)
+    if isinstance(limit, ReadAllAvailable):
+        return 1 << 40
+    return default

@@ -1,0 +1,92 @@
+"""What differs between Spark releases is handled in cdckit.spark.compat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyspark
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+from cdckit.errors import CdcKitError
+from cdckit.spark import compat
+from cdckit.spark.rows import EVENT_COLUMNS, event_arrow_schema
+from cdckit.state import StateStore
+
+
+def test_an_unsupported_spark_is_refused_naming_the_supported_range_and_emrs_release(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pyspark, "__version__", "3.5.2")
+    with pytest.raises(CdcKitError, match=r"4\.0\.2 to 4\.4 .*this is Spark 3\.5\.2.*emr-spark-8\.0\.0"):
+        compat.check_spark()
+    monkeypatch.setattr(pyspark, "__version__", "4.4.0")
+    with pytest.raises(CdcKitError, match=r"this is Spark 4\.4\.0"):
+        compat.check_spark()
+
+
+def test_the_event_arrow_schema_is_the_one_pyspark_derives_from_the_event_schema() -> None:
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    types = {"topic": StringType(), "key": StringType(), "value": StringType(), "headers": ArrayType(header),
+             "table": StringType(), "op": StringType(), "commit_lsn": LongType(), "lsn": LongType(),
+             "serial": IntegerType(), "source_ts_ms": LongType(), "value_binary": BinaryType()}
+    spark_schema = StructType([StructField(name, types[name]) for name in EVENT_COLUMNS])
+    assert event_arrow_schema().equals(to_arrow_schema(spark_schema), check_metadata=True)
+
+
+def test_committed_offset_is_the_last_batch_with_a_commit_entry(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path))
+    options = {"cdckit.checkpoint.location": str(tmp_path)}
+    assert compat.committed_offset(options) is None
+    for batch, lsn in ((0, "0/10"), (1, "0/20"), (2, "0/30")):
+        (tmp_path / "stream" / "offsets").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "stream" / "offsets" / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":1}}\n{{"lsn":"{lsn}"}}')
+    (tmp_path / "stream" / "commits").mkdir()
+    for batch in (0, 1):  # batch 2 was planned but not committed: Spark replays it
+        (tmp_path / "stream" / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+        (tmp_path / "stream" / "commits" / f".{batch}.crc").write_text("x")
+    assert compat.committed_offset(options) == {"lsn": "0/20"}
+    assert store.names("stream/commits")
+
+
+def test_a_damaged_offset_log_is_reported_with_the_way_out(tmp_path: Path) -> None:
+    (tmp_path / "stream" / "offsets").mkdir(parents=True)
+    (tmp_path / "stream" / "commits").mkdir()
+    (tmp_path / "stream" / "commits" / "0").write_text("v1\n{}")
+    with pytest.raises(CdcKitError, match=r"offset log entry 0 .* missing or not in Spark's format; restore"):
+        compat.committed_offset({"cdckit.checkpoint.location": str(tmp_path)})
+
+
+class _Reader(compat.SelfBoundedReader):
+    """Batches of up to 2 positions out of 7, as a change reader bounds them."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.target: int | None = None
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"pos": 0}
+
+    def getDefaultReadLimit(self) -> compat.ReadLimit:
+        return compat.ReadMaxRows(2)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = 5
+
+    def next_offset(self, start: dict[str, int], limit: compat.ReadLimit) -> dict[str, int]:
+        upto = 7 if self.target is None else self.target
+        return {"pos": min(upto, start["pos"] + compat.read_limit_rows(limit, 1))}
+
+
+def test_without_a_start_the_reader_bounds_batches_from_what_it_planned_last(tmp_path: Path) -> None:
+    reader = _Reader({"cdckit.checkpoint.location": str(tmp_path)})
+    assert [reader.latestOffset()["pos"] for _ in range(5)] == [2, 4, 6, 7, 7]
+    reader.planned({"pos": 3})  # Spark replays a batch that ends at 3
+    assert reader.latestOffset() == {"pos": 5}
+    assert reader.latestOffset({"pos": 0}, compat.ReadMaxRows(1)) == {"pos": 1}  # Spark 4.2+: Spark's start
+
+
+def test_catching_up_caps_the_reader_where_the_source_stood_when_it_started(tmp_path: Path) -> None:
+    reader = _Reader({"cdckit.checkpoint.location": str(tmp_path), compat.CATCH_UP_OPTION: "true"})
+    assert [reader.latestOffset()["pos"] for _ in range(4)] == [2, 4, 5, 5]
