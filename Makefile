@@ -59,9 +59,9 @@ test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 
 test-postgres15: $(STAMP)  ## the PostgreSQL suites against Debian's PostgreSQL 15 (postgresql-15 installed with apt-get when missing)
 	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then \
-	  sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
-	  echo "PostgreSQL 15 is not installed: $$sudo apt-get update; $$sudo apt-get install -y postgresql-15"; \
-	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql-15 || exit 1; \
+	  sudo=$$([ "$$(id -u)" -eq 0 ] || echo "sudo "); \
+	  echo "PostgreSQL 15 is not installed: $${sudo}apt-get update; $${sudo}apt-get install -y postgresql-15"; \
+	  $${sudo}apt-get update && $${sudo}env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql-15 || exit 1; \
 	fi
 	CDCKIT_TEST_POSTGRES_BIN=/usr/lib/postgresql/15/bin $(BIN)/python -m pytest \
 	  tests/integration/test_postgres_versions.py tests/integration/test_postgres_end_to_end.py \
