@@ -48,18 +48,14 @@ def conn(options: dict[str, str]) -> Iterator[Any]:
         yield connection
 
 
-def _server_version(conn: Any) -> ServerVersion:
-    return ServerVersion.of(conn)
-
-
 def _decoded(conn: Any, options: dict[str, str], start: int, end: int) -> list[ChangeEvent]:
-    decoder = ChangeDecoder(start, end, lambda relation: tables.get(relation.name), heartbeat_tag=options["slot.name"])
     tables = {table.name: table for table in discover_tables(conn, options)}
+    decoder = ChangeDecoder(start, end, lambda relation: tables.get(relation.name), heartbeat_tag=options["slot.name"])
     return [event for lsn, data in peek_rows(conn, options, end) for event in decoder.feed(lsn, data)]
 
 
 def test_the_server_is_supported_and_reports_its_version(postgres: Any, conn: Any) -> None:
-    version = _server_version(conn)
+    version = ServerVersion.of(conn)
     assert version.number == int(fetch(postgres.dsn("postgres"), "SHOW server_version_num")[0][0])
     assert check_server(conn, "test") == postgres.server_version
     assert postgres.server_version.startswith(str(version).split(".")[0])
@@ -133,7 +129,7 @@ def test_heartbeat_moves_an_idle_slot_and_is_read_back_where_pgoutput_delivers_m
     assert (pending.transactions, pending.events) == (1, 0)
     assert pending.end_lsn is not None
     beats = [event for event in _decoded(conn, options, consistent_point, pending.end_lsn) if event.op == "hb"]
-    if _server_version(conn).delivers_logical_messages:
+    if ServerVersion.of(conn).delivers_logical_messages:
         assert len(beats) == 1
     else:
         assert beats == []
@@ -144,7 +140,7 @@ def test_heartbeat_moves_an_idle_slot_and_is_read_back_where_pgoutput_delivers_m
 
 def test_generated_columns_are_not_captured_columns(postgres: Any, database: str, options: dict[str, str],
                                                     conn: Any) -> None:
-    generated = _server_version(conn).has_generated_columns
+    generated = ServerVersion.of(conn).has_generated_columns
     execute(postgres.dsn(database), "CREATE TABLE public.priced (id integer PRIMARY KEY, net numeric NOT NULL"
             + (", gross numeric GENERATED ALWAYS AS (net * 1.2) STORED)" if generated else ")"))
     table, = discover_tables(conn, {**options, "table.include.list": "public.priced"})
