@@ -20,6 +20,12 @@ DEFAULT_LOCAL_MASTER = "local[2]"
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|connection[.]string|sas[.]?key|credential"
 
 
+def submitted() -> bool:
+    """Whether spark-submit (or another launcher with its own JVM) started this Python process: its master and
+    configuration are then in that JVM, where a ``SparkConf()`` made before the session does not look."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or SparkSession.getActiveSession() is not None
+
+
 def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) -> SparkSession:
     """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered.
 
@@ -31,7 +37,7 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("cdckit")
-    if not SparkConf().contains("spark.master"):
+    if not submitted() and not SparkConf().contains("spark.master"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
         builder = builder.config("spark.sql.shuffle.partitions", "4")
