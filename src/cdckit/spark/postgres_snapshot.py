@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from cdckit.dialect.postgres.catalog import TableInfo, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
-from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk, snapshot_marker
+from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk, snapshot_marker, snapshot_xmin
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
@@ -66,8 +66,7 @@ class PostgresSnapshotReader(DataSourceReader):
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with conn.cursor() as cur:
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (self.options["cdckit.snapshot.name"],))
-                cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
-                tx_id = int(cur.fetchone()[0])
+            tx_id = snapshot_xmin(conn)
             tables = discover_tables(conn, self.options)
             # YugabyteDB has no meaningful ctid ranges: tables without an integer key are read whole there.
             yugabyte = self.options.get("connector.class", "").endswith("YugabyteDBConnector")
