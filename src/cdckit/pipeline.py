@@ -38,6 +38,7 @@ from cdckit.dialect.postgres.replication import (
 )
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.schema_history import record_schema_controls, signature
@@ -83,6 +84,7 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
 
 def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
     """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data)."""
+    check_paths(spark, config.as_properties())
     if config.is_sqlserver:
         from cdckit import sqlserver_pipeline
 
@@ -179,6 +181,7 @@ def _has_stream_checkpoint(config: Config) -> bool:
 def run_stream(spark: SparkSession, config: Config,
                on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamReport:
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``."""
+    check_paths(spark, config.as_properties())
     if config.is_sqlserver:
         from cdckit import sqlserver_pipeline
 

@@ -146,6 +146,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.lake.path", "string", "cdckit-lake", "folder (or s3:// URI) of the lake sink's Parquet tables"),
     Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",
              "folder for the stream's Spark checkpoint and the snapshot's state"),
+    Property("cdckit.local.paths.shared", "bool", False,
+             "local paths (cdckit.output.path, cdckit.lake.path, cdckit.checkpoint.location) are on a filesystem "
+             "every Spark node mounts at the same place (NFS, EFS); without it a local path is refused when "
+             "executors run on other machines"),
     Property("cdckit.trigger", "choice", "available-now", "available-now: process what exists and stop; "
              "processing-time: run continuously", choices=("available-now", "processing-time")),
     Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
