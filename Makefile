@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-fast test-postgres15 test-oldest-spark test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-fast test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -29,7 +29,7 @@ OLDEST_ENV    = PYSPARK_PYTHON=$(abspath $(OLDEST_VENV)/bin/python) PYSPARK_DRIV
 E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/test_restarts.py \
                 tests/integration/test_kafka_delivery.py tests/integration/test_quality_end_to_end.py \
                 tests/integration/test_stream_partitions.py tests/integration/test_sqlserver_end_to_end.py \
-                tests/integration/test_spark_versions.py
+                tests/integration/test_spark_versions.py tests/integration/test_standalone_cluster.py
 
 $(OLDEST_STAMP): pyproject.toml
 	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -40,6 +40,9 @@ $(OLDEST_STAMP): pyproject.toml
 
 test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
 	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest $(E2E_SUITES)
+
+test-cluster: $(STAMP)  ## spark-submit the jobs on a Spark standalone cluster (a master, 2 workers on 127.0.0.1)
+	$(BIN)/python -m pytest tests/integration/test_standalone_cluster.py
 
 demo: $(STAMP)  ## run the embedded end-to-end demo
 	$(BIN)/cdckit demo
