@@ -42,7 +42,10 @@ def node_local_paths(options: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def check_paths(spark: Any, options: Mapping[str, str]) -> None:
     """Refuse node-local paths when Spark's executors run on other machines (see the module's docstring)."""
-    master = spark.sparkContext.master
+    check_paths_for(spark.sparkContext.master, options)
+
+
+def check_paths_for(master: str, options: Mapping[str, str]) -> None:
     if runs_on_one_machine(master) or options.get("cdckit.local.paths.shared", "false").lower() == "true":
         return
     local = node_local_paths(options)
