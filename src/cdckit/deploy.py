@@ -103,17 +103,21 @@ class Deployment:
 
     # -- image and artefacts --------------------------------------------------------------------------------
     def image(self, uri: str | None) -> None:
+        """Build and push the job image from the wheel in dist/: on EMR Serverless's own image of the release for
+        ``emr``, on Apache's Spark image for ``eks``."""
         if not uri:
             self.say("no job image given (JOB_IMAGE): the environment's job_image_uri is used as it is")
             return
-        docker = shutil.which("docker")
-        build = f"docker build -f containers/job/Dockerfile -t {uri} ."
-        if docker is None and not self.dry_run:
+        arguments = ["-f", "containers/job/Dockerfile", "-t", uri]
+        if self.runtime == "emr":
+            arguments += ["--build-arg", f"BASE_IMAGE={versions.EMR_SERVERLESS_IMAGE_BASE}",
+                          "--build-arg", "RUN_AS_USER=hadoop"]
+        build = " ".join(["docker", "build", *arguments, "."])
+        if shutil.which("docker") is None and not self.dry_run:
             self.say(f"no Docker engine here: build and push {uri} in your CI ({build}; docker push {uri})")
             return
         if self.step(build):
-            subprocess.run(["docker", "build", "-f", "containers/job/Dockerfile", "-t", uri, "."], check=True,
-                           cwd=self.root)
+            subprocess.run(["docker", "build", *arguments, "."], check=True, cwd=self.root)
         if self.step(f"docker push {uri}"):
             subprocess.run(["docker", "push", uri], check=True)
 
@@ -239,8 +243,8 @@ def deploy(deployment: Deployment, image: str | None = None, clients: Mapping[st
            ) -> dict[str, Any]:
     """Every step of make deploy; ``clients`` replaces the boto3 clients (s3, emr-serverless)."""
     outputs = deployment.terraform("apply") if deployment.outputs_file is None else deployment.outputs()
+    wheel = deployment.wheel()  # the image installs it from dist/
     deployment.image(image)
-    wheel = deployment.wheel()
     clients = dict(clients or {})
     if not deployment.dry_run and "s3" not in clients:
         import boto3

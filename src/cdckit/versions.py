@@ -25,6 +25,8 @@ TARGET_SPARK = "4.0.2"  # emr-spark-8.0.0's Spark (with Delta 4.0.0, Python 3.11
 SCALA = "2.13"
 JAVA = "17"
 JOB_IMAGE_BASE = f"apache/spark:{TARGET_SPARK}-scala{SCALA}-java{JAVA}-python3-ubuntu"
+# EMR Serverless takes custom images built on its own image of the application's release (run as user hadoop).
+EMR_SERVERLESS_IMAGE_BASE = f"public.ecr.aws/emr-serverless/spark/{EMR_RELEASE_LABEL}:latest"
 HADOOP_AWS = "3.4.1"  # the Hadoop release Spark 4.0's distribution is built with
 MSK_IAM_AUTH = "2.3.2"
 

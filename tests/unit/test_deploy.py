@@ -120,8 +120,10 @@ def test_dry_run_prints_every_step_and_calls_nothing(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().out.splitlines()
     assert all(line.startswith("[dry-run] ") for line in lines)
     steps = [line.removeprefix("[dry-run] ").split(" ")[0] for line in lines]
-    assert steps == ["terraform", "terraform", "terraform", "docker", "docker", "pip", "upload", "upload", "upload",
+    assert steps == ["terraform", "terraform", "terraform", "pip", "docker", "docker", "upload", "upload", "upload",
                      "upload", "write", "emr-serverless", "emr-serverless"]
+    build = next(line for line in lines if " docker build " in f" {line.removeprefix('[dry-run] ')}")
+    assert "BASE_IMAGE=public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0:" in build and "RUN_AS_USER=hadoop" in build
     assert "envs/prod init" in lines[0] and lines[2].endswith("apply cdckit.tfplan")
 
 
