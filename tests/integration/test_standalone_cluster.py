@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -79,27 +80,40 @@ def _get(ui_port: int, path: str) -> Any:
         return json.load(answer)
 
 
+def _launched_ms_ago(task: dict[str, Any]) -> float:
+    launched = datetime.strptime(task["launchTime"].replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    return (datetime.now(timezone.utc) - launched).total_seconds() * 1000
+
+
 def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: subprocess.Popen[str], ui_port: int,
                                         output: Path, timeout_s: float = 240) -> str:
-    """Once a stream batch has been written, wait (through the driver's REST API) until a task of a later batch
-    runs, then kill the executor that runs it; returns the executor's id."""
+    """Once a stream batch has been written, kill the executor of a task of a later batch that has just started
+    (through the driver's REST API), until one such task is seen lost with its executor; returns the executor."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and process.poll() is None:
         if any(output.glob("*/stream-*.jsonl")):
             try:
                 application = _get(ui_port, "")[0]["id"]
                 for stage in _get(ui_port, f"/{application}/stages?status=active"):
-                    tasks = _get(ui_port, f"/{application}/stages/{stage['stageId']}/{stage['attemptId']}/taskList"
-                                          f"?status=RUNNING")
-                    if tasks:
-                        cluster.kill_executor(application, str(tasks[0]["executorId"]))
-                        return str(tasks[0]["executorId"])
+                    path = f"/{application}/stages/{stage['stageId']}/{stage['attemptId']}/taskList"
+                    started = [t for t in _get(ui_port, f"{path}?status=RUNNING") if _launched_ms_ago(t) < 150]
+                    if not started:
+                        continue
+                    task = started[0]
+                    cluster.kill_executor(application, str(task["executorId"]))
+                    while time.monotonic() < deadline:  # did the task die with it, or finish just before?
+                        states = {t["taskId"]: t["status"] for t in _get(ui_port, f"{path}?length=1000")}
+                        if states.get(task["taskId"]) in ("FAILED", "KILLED"):
+                            return str(task["executorId"])
+                        if states.get(task["taskId"]) == "SUCCESS":
+                            break
+                        time.sleep(0.1)
             except (OSError, ValueError, IndexError, KeyError, RuntimeError):
                 pass
         time.sleep(0.02)
     files = sorted(p.name for p in output.glob("*/stream-*.jsonl"))
     log = process.communicate()[0][-5000:] if process.poll() is not None else "(still running)"
-    raise AssertionError(f"no stream batch was seen running on the cluster; written: {files}\n{log}")
+    raise AssertionError(f"no stream task was lost with a killed executor; written: {files}\n{log}")
 
 
 def _normalized(record: dict[str, Any], start: str) -> dict[str, Any]:
@@ -141,8 +155,8 @@ def _ledger(dsn: str) -> None:
 
 def _changes(dsn: str) -> None:
     apply_changes(dsn)  # inserts, updates, a primary-key update, deletes
-    for step in range(12):  # 12 transactions of 1000 updates: several batches, each cut in two
-        execute(dsn, f"UPDATE public.ledger SET amount = amount + 1 WHERE id % 12 = {step}")
+    for step in range(24):  # 24 transactions of 500 updates: several batches, each cut in two
+        execute(dsn, f"UPDATE public.ledger SET amount = amount + 1 WHERE id % 24 = {step}")
     execute(dsn, "DELETE FROM public.ledger WHERE id % 10 = 0")
 
 
