@@ -197,10 +197,14 @@ def test_heartbeats_move_an_idle_slot_past_other_tables_wal(postgres: Any, spark
     stream = run_stream(spark, config)
     assert stream.batches >= 2
     beats = records(config, "__debezium-heartbeat.it")
-    assert beats, "an idle stream must emit heartbeat records"
-    assert beats[0]["key"]["payload"] == {"serverName": "it"}
-    assert beats[0]["key"]["schema"]["name"] == "io.debezium.connector.common.ServerNameKey"
-    assert isinstance(beats[0]["value"]["payload"]["ts_ms"], int)
+    # before 14 pgoutput does not deliver the message: the slot moves, but no record is written
+    if int(fetch(dsn, "SHOW server_version_num")[0][0]) >= 140000:
+        assert beats, "an idle stream must emit heartbeat records"
+        assert beats[0]["key"]["payload"] == {"serverName": "it"}
+        assert beats[0]["key"]["schema"]["name"] == "io.debezium.connector.common.ServerNameKey"
+        assert isinstance(beats[0]["value"]["payload"]["ts_ms"], int)
+    else:
+        assert beats == []
     assert records(config, "it.public.watched") == []
     slot = config.str("slot.name")
     confirmed = fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
