@@ -235,7 +235,7 @@ def _acknowledge(config: Config, lsn: str, wait_seconds: float = 30.0) -> None:
     with closing(connect(options)) as conn:
         while True:
             try:
-                advance_slot(conn, config.str("slot.name"), parse_lsn(lsn))
+                advance_slot(conn, config.str("slot.name"), parse_lsn(lsn), config.str("publication.name"))
                 return
             except psycopg2.errors.ObjectInUse:
                 conn.rollback()

@@ -106,11 +106,13 @@ def test_advance_confirms_a_commit_end_and_later_reads_start_after_it(postgres: 
     assert (first.transactions, first.events) == (3, 1)
     assert first.end_lsn is not None
 
-    assert advance_slot(conn, options["slot.name"], first.end_lsn)
+    assert advance_slot(conn, options["slot.name"], first.end_lsn, options["publication.name"])
     status = slot_status(conn, options["slot.name"])
     assert status is not None and status.confirmed_flush_lsn == first.end_lsn
-    assert not advance_slot(conn, options["slot.name"], first.end_lsn), "confirming again changes nothing"
-    assert not advance_slot(conn, options["slot.name"], consistent_point), "the slot never moves backwards"
+    publication = options["publication.name"]
+    assert not advance_slot(conn, options["slot.name"], first.end_lsn, publication), "confirming again changes nothing"
+    assert not advance_slot(conn, options["slot.name"], consistent_point, publication), \
+        "the slot never moves backwards"
     assert slot_status(conn, options["slot.name"]).confirmed_flush_lsn == first.end_lsn  # type: ignore[union-attr]
 
     rest = pending_changes(conn, options, first.end_lsn, max_events=100, upto=None)
@@ -134,7 +136,7 @@ def test_heartbeat_moves_an_idle_slot_and_is_read_back_where_pgoutput_delivers_m
     else:
         assert beats == []
         assert "write no heartbeat records" in caplog.text
-    assert advance_slot(conn, options["slot.name"], pending.end_lsn)
+    assert advance_slot(conn, options["slot.name"], pending.end_lsn, options["publication.name"])
     assert pending_changes(conn, options, pending.end_lsn, max_events=100, upto=None).end_lsn is None
 
 

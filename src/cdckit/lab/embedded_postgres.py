@@ -152,15 +152,13 @@ class EmbeddedPostgres:
     @property
     def server_version(self) -> str:
         """The running server's version, as it reports it (``SHOW server_version``), e.g. ``15.18 (Debian ...)``."""
+        from contextlib import closing
+
         import psycopg2
 
-        conn = psycopg2.connect(self.dsn("postgres"))
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW server_version")
-                row = cur.fetchone()
-        finally:
-            conn.close()
+        with closing(psycopg2.connect(self.dsn("postgres"))) as conn, conn.cursor() as cur:
+            cur.execute("SHOW server_version")
+            row = cur.fetchone()
         assert row is not None
         return str(row[0])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cdckit.config.properties import BY_NAME
 from cdckit.errors import ConfigurationError
 
 REMOTE_SCHEMES = ("s3://", "s3a://")
@@ -30,11 +31,9 @@ def node_local_paths(options: Mapping[str, str]) -> list[tuple[str, str]]:
         used.append("cdckit.output.path")
     if sink == "lake":
         used.append("cdckit.lake.path")
-    defaults = {"cdckit.checkpoint.location": "cdckit-checkpoint", "cdckit.output.path": "cdckit-output",
-                "cdckit.lake.path": "cdckit-lake"}
     found = []
     for name in used:
-        path = options.get(name) or defaults[name]
+        path = options.get(name) or str(BY_NAME[name].default)
         if not path.startswith(REMOTE_SCHEMES):
             found.append((name, path))
     return found

@@ -106,20 +106,21 @@ def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
 class SelfBoundedReader:
     """A change source's stream reader that serves Spark 4.2+ and Spark 4.0/4.1 alike.
 
-    Subclasses implement ``next_offset(start, limit)`` (the end of the next batch after ``start``, or ``start``
-    when nothing is pending), ``initialOffset``, ``getDefaultReadLimit`` and ``prepareForTriggerAvailableNow``, and
-    call :meth:`planned` with the end offset in ``partitions``.
+    Subclasses set ``options`` and ``max_batch_size``, implement ``next_offset(start, limit)`` (the end of the next
+    batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
+    ``prepareForTriggerAvailableNow``, and call :meth:`planned` with the end offset in ``partitions``.
     """
 
     options: dict[str, str]
+    max_batch_size: int
     _planned_end: dict[str, Any] | None = None
     _catching_up = False
 
     def initialOffset(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def getDefaultReadLimit(self) -> Any:
-        raise NotImplementedError
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_batch_size)
 
     def prepareForTriggerAvailableNow(self) -> None:
         raise NotImplementedError

@@ -43,7 +43,7 @@ from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
 from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.spark.compat import ReadLimit, ReadMaxRows, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
+from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches
@@ -97,6 +97,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         self.slot_name = options.get("slot.name", "debezium")
+        self.publication = options.get("publication.name", "dbz_publication")
         self.max_batch_size = int(options.get("max.batch.size", "2048"))
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
         self.parts = max(1, int(options.get("cdckit.stream.partitions", "0") or "0"))
@@ -132,9 +133,6 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self.planned(start)
         return start
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.max_batch_size)
-
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now_target = self._reconnecting(current_flush_lsn)
 
@@ -143,7 +141,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     def _latest(self, conn: Connection, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_lsn = parse_lsn(start["lsn"])
-        advance_slot(conn, self.slot_name, start_lsn)
+        advance_slot(conn, self.slot_name, start_lsn, self.publication)
         max_events = read_limit_rows(limit, self.max_batch_size)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
                                   self.parts, self.min_events_per_part)
@@ -168,7 +166,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         return [LsnRange(first, last, history) for first, last in itertools.pairwise(bounds)]
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"])))
+        self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"]), self.publication))
 
     def stop(self) -> None:
         if self._conn is not None and not self._conn.closed:

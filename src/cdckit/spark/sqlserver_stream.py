@@ -46,7 +46,7 @@ from cdckit.dialect.sqlserver.snapshot import (
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
-from cdckit.spark.compat import ReadLimit, ReadMaxRows, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
+from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record
@@ -135,9 +135,6 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         start = offset(found)
         self.planned(start)
         return start
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.max_batch_size)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {db: require_max_lsn(self._cursor(db), db) or 0 for db in self.databases}

@@ -180,8 +180,8 @@ SELECT pg_replication_slot_advance(slot_name, %(lsn)s::pg_lsn) FROM pg_replicati
 WHERE slot_name = %(slot)s AND confirmed_flush_lsn < %(lsn)s::pg_lsn
 """
 # PostgreSQL 10 has no pg_replication_slot_advance: consuming the slot's changes up to ``lsn`` confirms it just the
-# same (decoding stops after the record that ends at ``lsn``). pgoutput needs an existing publication's name; which
-# one does not matter, as the output is only counted.
+# same (decoding stops after the record that ends at ``lsn``). pgoutput needs the slot's publication; the output is
+# only counted.
 _CONSUME_SQL = """
 SELECT (SELECT count(*) FROM pg_logical_slot_get_binary_changes(
             slot_name, %(lsn)s::pg_lsn, NULL, 'proto_version', '1', 'publication_names', %(publication)s))
@@ -190,23 +190,13 @@ WHERE slot_name = %(slot)s AND confirmed_flush_lsn < %(lsn)s::pg_lsn
 """
 
 
-def advance_slot(conn: Connection, slot_name: str, lsn: int) -> bool:
+def advance_slot(conn: Connection, slot_name: str, lsn: int, publication: str = "dbz_publication") -> bool:
     """Confirm everything up to ``lsn`` (the end of a commit record, or the slot's consistent point) as flushed so
-    the server may release WAL; never moves backwards."""
-    parameters = {"lsn": format_lsn(lsn), "slot": slot_name}
+    the server may release WAL; never moves backwards. ``publication`` (the slot's, ``publication.name``) serves
+    PostgreSQL 10, which confirms by consuming the slot's changes."""
+    parameters = {"lsn": format_lsn(lsn), "slot": slot_name, "publication": publication}
     with conn.cursor() as cur:
-        if ServerVersion.of(conn).can_advance_slot:
-            cur.execute(_ADVANCE_SQL, parameters)
-        else:
-            cur.execute("SELECT pubname FROM pg_publication ORDER BY pubname LIMIT 1")
-            publication = cur.fetchone()
-            if publication is None:
-                conn.rollback()
-                raise ReplicationSlotError(
-                    f"cannot confirm a position to replication slot '{slot_name}': PostgreSQL 10 does so by reading "
-                    f"the slot's changes, which pgoutput does only through a publication, and the database has none; "
-                    f"create cdckit's publication again (publication.name)")
-            cur.execute(_CONSUME_SQL, {**parameters, "publication": str(publication[0])})
+        cur.execute(_ADVANCE_SQL if ServerVersion.of(conn).can_advance_slot else _CONSUME_SQL, parameters)
         moved = cur.fetchone() is not None
     conn.commit()
     return moved
