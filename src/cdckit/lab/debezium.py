@@ -207,7 +207,11 @@ EMBEDDED_RUNNER_SOURCE = r"""
 import io.debezium.engine.ChangeEvent;
 import io.debezium.engine.DebeziumEngine;
 import io.debezium.engine.format.Json;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedWriter;
 import java.io.Reader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.time.Duration;
@@ -225,7 +229,9 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 
-/** Debezium's embedded engine with a Kafka sink, configured by a Debezium Server application.properties. */
+/** Debezium's embedded engine with a Kafka sink, configured by a Debezium Server application.properties; with
+ * debezium.sink.type=file it writes each record instead as one JSON line {"topic", "key", "value"} (key and value
+ * as the converters' texts, null for none) to debezium.sink.file.path. */
 public final class CdckitDebeziumRunner {
     private static final String SOURCE = "debezium.source.";
     private static final String PRODUCER = "debezium.sink.kafka.producer.";
@@ -257,13 +263,26 @@ public final class CdckitDebeziumRunner {
             }
         }
         engineProperties.putIfAbsent("name", "kafka");  // Debezium Server names the engine after its sink
-        KafkaProducer<String, String> producer = new KafkaProducer<>(producerProperties);
+        boolean toFile = "file".equals(all.getProperty("debezium.sink.type"));
+        KafkaProducer<String, String> producer = toFile ? null : new KafkaProducer<>(producerProperties);
+        BufferedWriter file = toFile ? Files.newBufferedWriter(Paths.get(all.getProperty("debezium.sink.file.path")),
+                StandardCharsets.UTF_8) : null;
+        ObjectMapper json = new ObjectMapper();
         CountDownLatch done = new CountDownLatch(1);
         AtomicBoolean failed = new AtomicBoolean(false);
         AtomicBoolean stopping = new AtomicBoolean(false);
         DebeziumEngine<ChangeEvent<String, String>> engine = DebeziumEngine.create(Json.class)
                 .using(engineProperties)
                 .notifying((records, committer) -> {
+                    if (file != null) {
+                        for (ChangeEvent<String, String> record : records) {
+                            write(file, json, record);
+                            committer.markProcessed(record);
+                        }
+                        write(file, json, null);
+                        committer.markBatchFinished();
+                        return;
+                    }
                     List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
                     for (ChangeEvent<String, String> record : records) {
                         sent.add(producer.send(new ProducerRecord<>(record.destination(), record.key(),
@@ -300,15 +319,46 @@ public final class CdckitDebeziumRunner {
             } catch (Exception error) {
                 error.printStackTrace();
             }
-            producer.close(Duration.ofSeconds(10));
+            close(producer, file);
         }));
         ExecutorService executor = Executors.newSingleThreadExecutor();
         executor.execute(engine);
         done.await();
         if (!stopping.get()) {
             executor.shutdown();
-            producer.close(Duration.ofSeconds(10));
+            close(producer, file);
             System.exit(failed.get() ? 1 : 0);
+        }
+    }
+
+    /** One record as a JSON line, or (record null) a flush. */
+    private static void write(BufferedWriter file, ObjectMapper json, ChangeEvent<String, String> record) {
+        try {
+            if (record == null) {
+                file.flush();
+                return;
+            }
+            ObjectNode line = json.createObjectNode();
+            line.put("topic", record.destination());
+            line.put("key", record.key());
+            line.put("value", record.value());
+            file.write(json.writeValueAsString(line));
+            file.write('\n');
+        } catch (java.io.IOException error) {
+            throw new java.io.UncheckedIOException(error);
+        }
+    }
+
+    private static void close(KafkaProducer<String, String> producer, BufferedWriter file) {
+        try {
+            if (producer != null) {
+                producer.close(Duration.ofSeconds(10));
+            }
+            if (file != null) {
+                file.close();
+            }
+        } catch (Exception error) {
+            error.printStackTrace();
         }
     }
 }
@@ -342,22 +392,34 @@ def fetch_embedded(version: str) -> Path:
     for jar in jars:
         (lib / jar.name).symlink_to(jar)
     seconds = time.perf_counter() - started
-    java, _ = find_java(required_java(home), f"Debezium {version}")
-    javac = java.parent / "javac"
-    if not javac.exists():
-        raise DebeziumServerError(f"{javac} not found: compiling the embedded runner needs a JDK, not only a JRE")
-    source = home / "src" / f"{EMBEDDED_MAIN}.java"
-    source.parent.mkdir()
-    source.write_text(EMBEDDED_RUNNER_SOURCE)
-    compiled = subprocess.run([str(javac), "--release", str(required_java(home)), "-cp", str(lib / "*"), "-d",
-                               str(home / "classes"), str(source)], capture_output=True, text=True, timeout=300)
-    if compiled.returncode != 0:
-        raise DebeziumServerError(f"compiling {source} failed:\n{compiled.stdout}{compiled.stderr}")
+    runner_classes(home, version)
     (folder / "download.json").write_text(json.dumps({"via": "cdckit.artifacts.fetch (mvn)", "jars": len(jars),
                                                       "bytes": sum(jar.stat().st_size for jar in jars),
                                                       "seconds": round(seconds, 1)}))
     done.touch()
     return home
+
+
+def runner_classes(home: Path, version: str) -> Path:
+    """The runner compiled against ``home/lib``, in a folder named after its source's hash (compiled when that
+    folder is missing, so a changed runner is compiled again)."""
+    digest = hashlib.sha256(EMBEDDED_RUNNER_SOURCE.encode()).hexdigest()[:12]
+    classes = home / f"classes-{digest}"
+    if (classes / f"{EMBEDDED_MAIN}.class").exists():
+        return classes
+    java, _ = find_java(required_java(home), f"Debezium {version}")
+    javac = java.parent / "javac"
+    if not javac.exists():
+        raise DebeziumServerError(f"{javac} not found: compiling the embedded runner needs a JDK, not only a JRE")
+    source = home / "src" / digest / f"{EMBEDDED_MAIN}.java"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(EMBEDDED_RUNNER_SOURCE)
+    compiled = subprocess.run([str(javac), "--release", str(required_java(home)), "-cp", str(home / "lib" / "*"),
+                               "-d", str(classes), str(source)], capture_output=True, text=True, timeout=300)
+    if compiled.returncode != 0:
+        shutil.rmtree(classes, ignore_errors=True)
+        raise DebeziumServerError(f"compiling {source} failed:\n{compiled.stdout}{compiled.stderr}")
+    return classes
 
 
 @dataclass(frozen=True)
@@ -649,7 +711,7 @@ class DebeziumServer:
             logging = ["-Dorg.slf4j.simpleLogger.showDateTime=true",
                        "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
                        "-Dorg.slf4j.simpleLogger.log.org.apache.kafka=warn"]
-            classpath = os.pathsep.join([str(self.home / "classes"), lib])
+            classpath = os.pathsep.join([str(runner_classes(self.home, self.runtime.version)), lib])
             return [str(self.java), *self.java_opts, *logging, "-cp", classpath, EMBEDDED_MAIN, str(conf)]
         runner = next(iter(sorted(self.home.glob("debezium-server-dist-*-runner.jar"))), None)
         if runner is None:
