@@ -61,10 +61,6 @@ class TableNotFoundError(CdcKitError):
     """A table named in the configuration does not exist."""
 
 
-class MissingPrimaryKeyError(CdcKitError):
-    """A captured table has no primary key, so events would have no key."""
-
-
 class ReplicationSlotError(CdcKitError):
     """The replication slot is missing, busy, or in a state that would lose data."""
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,9 @@ import pytest
 from helpers import execute, make_config
 
 from cdckit.cli import main
+from cdckit.dialect.postgres.catalog import discover_tables
+from cdckit.dialect.postgres.connection import connect
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 
 pytestmark = [pytest.mark.postgres]
@@ -31,14 +36,24 @@ def _properties(postgres: Any, database: str, workdir: Path, **overrides: str) -
     return make_config(postgres, database, workdir, **overrides).as_properties(include_secrets=True)
 
 
-def test_table_without_primary_key_is_refused_with_the_fix(postgres: Any, database: str, workdir: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    execute(postgres.dsn(database), "CREATE TABLE public.events (happened_at timestamptz, what text)")
-    status, output = _run(capsys, "snapshot", str(_write_config(workdir, _properties(postgres, database, workdir))))
-    assert status == 2
-    assert f"table public.events in database '{database}' has no primary key" in output
-    assert "ADD PRIMARY KEY" in output and "table.exclude.list" in output
-    assert "Traceback" not in output
+def test_table_without_primary_key_is_captured_with_a_null_key_and_a_replica_identity_warning(
+        postgres: Any, database: str, workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # As Debezium: captured, events without a key. While it is in a publication, PostgreSQL refuses UPDATE and
+    # DELETE on such a table unless its replica identity is FULL, so the user is told how to fix that.
+    execute(postgres.dsn(database), "CREATE TABLE public.events (happened_at timestamptz, what text)",
+            "CREATE TABLE public.audited (happened_at timestamptz, what text)",
+            "ALTER TABLE public.audited REPLICA IDENTITY FULL")
+    options = _properties(postgres, database, workdir)
+    with closing(connect(options)) as conn, caplog.at_level(logging.INFO, logger="cdckit"):
+        tables = {table.name: table for table in discover_tables(conn, options)}
+    assert tables["events"].key_columns == tables["audited"].key_columns == ()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "public.events has no primary key and REPLICA IDENTITY DEFAULT" in warnings[0]
+    assert "ALTER TABLE public.events REPLICA IDENTITY FULL" in warnings[0]
+    keyed = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "audited" in r.getMessage()]
+    assert keyed == ["table public.audited has no primary key: its events have a null key (name key columns "
+                     "with message.key.columns)"]
+    assert TableFormat(tables["events"], format_settings(options)).key_json({"what": "x"}) is None
 
 
 def test_missing_table_is_named(postgres: Any, database: str, workdir: Path,

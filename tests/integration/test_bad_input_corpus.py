@@ -120,7 +120,6 @@ SOURCE_CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     # name -> (SQL run first, configuration changes, what the message must say)
     "table does not exist": ([], {"table.include.list": "public\\.nothing_here"},
                              "no table in database"),
-    "no primary key": (["CREATE TABLE public.orders (a int)"], {}, "has no primary key"),
     "unsupported type": (["CREATE TABLE public.orders (id int PRIMARY KEY, doc tsvector)"], {}, "tsvector"),
     "wrong password": ([], {"database.password": SECRET + "-wrong"}, "password authentication failed"),
     "database missing": ([], {"database.dbname": "no_such_db"}, "no_such_db"),

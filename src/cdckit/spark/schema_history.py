@@ -28,7 +28,9 @@ def _store(options: Mapping[str, str]) -> StateStore:
 
 
 def signature(table: TableInfo) -> list[list[Any]]:
-    return [[c.name, c.type_name, c.modifier, c.optional] for c in table.columns]
+    """The table's structure as the stream sees it (generated columns are not in its tuples)."""
+    return [[c.name, c.type_name, c.modifier, c.optional] for c in table.columns
+            if c.name not in table.generated_columns]
 
 
 class SchemaHistory:

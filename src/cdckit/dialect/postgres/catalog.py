@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -9,9 +10,11 @@ from dataclasses import dataclass
 from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.server_version import ServerVersion, check_supported
-from cdckit.errors import MissingPrimaryKeyError, SourcePreconditionError, TableNotFoundError
+from cdckit.errors import SourcePreconditionError, TableNotFoundError
 from cdckit.formats.debezium.column_mappers import parse_message_key_columns
 from cdckit.formats.debezium.postgres_types import ColumnType
+
+log = logging.getLogger("cdckit")
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
@@ -26,6 +29,9 @@ class TableInfo:
     replica_identity: str  # d, n, f, i
     estimated_rows: int = 0
     column_filter: tuple[str, ...] | None = None  # emitted columns after column include/exclude (None = all)
+    # Generated columns (PostgreSQL 12+): a snapshot reads them, as Debezium's does, while pgoutput leaves them
+    # out of the stream's tuples (and Relation messages).
+    generated_columns: tuple[str, ...] = ()
 
     @property
     def qualified_name(self) -> str:
@@ -85,13 +91,14 @@ def select_tables(candidates: Sequence[tuple[str, str]], options: Mapping[str, s
 def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
     """The captured tables, in schema/table order, with columns and primary keys.
 
-    Raises ``TableNotFoundError`` when a ``table.include.list`` entry matches nothing and
-    ``MissingPrimaryKeyError`` (naming every such table) when a captured table has no primary key.
+    Partitions are tables like any other, as Debezium captures them (each on its own topic); a partitioned
+    table's root is one too. A table without a primary key is captured with a null key, as Debezium does.
+    Raises ``TableNotFoundError`` when a ``table.include.list`` entry matches nothing.
     """
     with conn.cursor() as cur:
         cur.execute(
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname <> ALL(%s) "
+            "WHERE c.relkind IN ('r', 'p') AND n.nspname <> ALL(%s) "
             "AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast%%' "
             "ORDER BY n.nspname, c.relname", (list(SYSTEM_SCHEMAS),))
         candidates = [(str(s), str(t)) for s, t in cur.fetchall()]
@@ -108,29 +115,33 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
     # No commit here: callers may be reading inside an exported snapshot's transaction.
     tables = [load_table(conn, schema, table, options) for schema, table in chosen]
     keyed_by_option = [pattern for pattern, _ in parse_message_key_columns(options.get("message.key.columns", ""))]
-    keyless = [t.qualified_name for t in tables if not t.key_columns and not any(
-        re.fullmatch(pattern, t.qualified_name, flags=re.IGNORECASE) for pattern in keyed_by_option)]
-    if keyless:
-        raise MissingPrimaryKeyError(
-            f"table{'s' if len(keyless) > 1 else ''} {', '.join(keyless)} in database '{dbname}' "
-            f"{'have' if len(keyless) > 1 else 'has'} no primary key, so change events would have no key; "
-            f"add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)), name key columns with message.key.columns, "
-            f"or leave the table out with table.exclude.list")
+    for table in tables:
+        if table.key_columns or any(re.fullmatch(pattern, table.qualified_name, flags=re.IGNORECASE)
+                                    for pattern in keyed_by_option):
+            continue
+        # As Debezium: a table without a primary key is captured with a null key (message.key.columns names one).
+        if table.replica_identity in ("d", "n"):
+            log.warning("table %s has no primary key and REPLICA IDENTITY %s: its events have a null key, and "
+                        "while it is in a publication PostgreSQL refuses UPDATE and DELETE on it; run ALTER TABLE "
+                        "%s REPLICA IDENTITY FULL (or add a primary key)", table.qualified_name,
+                        "DEFAULT" if table.replica_identity == "d" else "NOTHING", table.qualified_name)
+        else:
+            log.info("table %s has no primary key: its events have a null key (name key columns with "
+                     "message.key.columns)", table.qualified_name)
     return tables
 
 
 _COLUMNS_SQL = """
 SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
        CASE WHEN t.typtype = 'd' AND t.typtypmod <> -1 THEN t.typtypmod ELSE a.atttypmod END,
-       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid)
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid),
+       {generated}
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped{not_generated}
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
-# Generated columns (12+) are left out, as pgoutput leaves them out of its tuples.
-_NOT_GENERATED = " AND a.attgenerated = ''"
 
 _KEY_SQL = """
 SELECT a.attname FROM pg_index i
@@ -150,16 +161,19 @@ def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, 
             raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
                                      f"'{options.get('database.dbname', '')}'")
         oid, replica_identity, estimated_rows = int(found[0]), str(found[1]), int(found[2])
-        not_generated = _NOT_GENERATED if ServerVersion.of(conn).has_generated_columns else ""
-        cur.execute(_COLUMNS_SQL.format(not_generated=not_generated), (oid,))
+        generated_sql = "a.attgenerated <> ''" if ServerVersion.of(conn).has_generated_columns else "false"
+        cur.execute(_COLUMNS_SQL.format(generated=generated_sql), (oid,))
+        described = cur.fetchall()
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
                        optional=_pg_bool(optional), enum_values=_enum_labels(labels))
-            for name, optional, type_oid, type_name, modifier, labels in cur.fetchall())
+            for name, optional, type_oid, type_name, modifier, labels, _ in described)
+        generated = tuple(str(row[0]) for row in described if _pg_bool(row[6]))
         cur.execute(_KEY_SQL, (oid,))
         key_columns = tuple(str(row[0]) for row in cur.fetchall())
     return TableInfo(schema, table, oid, columns, key_columns, replica_identity, estimated_rows,
-                     column_filter=_column_filter(schema, table, columns, key_columns, options))
+                     column_filter=_column_filter(schema, table, columns, key_columns, options),
+                     generated_columns=generated)
 
 
 def _pg_bool(value: object) -> bool:
