@@ -26,7 +26,7 @@ from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
-from cdckit.events import ChangeEvent, Position, Row
+from cdckit.events import UNAVAILABLE, ChangeEvent, Position, Row
 
 log = logging.getLogger("cdckit")
 
@@ -162,6 +162,7 @@ class ChangeDecoder:
         self.relations: dict[int, tuple[pgoutput.Relation, TableInfo | None, list[str], frozenset[str]]] = {}
         self.in_range = False
         self.begin: pgoutput.Begin | None = None
+        self.begin_lsn = 0  # where the current transaction's BEGIN message sits
         self.last_commit_lsn: int | None = start
 
     def feed(self, lsn: int, data: bytes) -> Iterator[ChangeEvent]:
@@ -173,7 +174,7 @@ class ChangeDecoder:
             emitted = frozenset(c.name for c in table.emitted_columns()) if table is not None else frozenset()
             self.relations[message.relation_id] = (message, table, [c.name for c in message.columns], emitted)
         elif isinstance(message, pgoutput.Begin):
-            self.begin = message
+            self.begin, self.begin_lsn = message, lsn
             self.in_range = self.start <= message.final_lsn < self.end
         elif isinstance(message, pgoutput.Commit):
             if self.in_range and self.begin is not None:
@@ -216,7 +217,7 @@ class ChangeDecoder:
         def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
             assert table is not None
             return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
-                               ts_ms, begin.xid, sequence=sequence)
+                               ts_ms, begin.xid, sequence=sequence, extra={"begin_lsn": self.begin_lsn})
 
         if isinstance(message, pgoutput.Insert):
             yield event("c", None, row(message.new))
@@ -224,6 +225,10 @@ class ChangeDecoder:
             after = row(message.new)
             assert after is not None
             before = row(message.old if message.old is not None else message.old_key)
+            if message.old is not None and before is not None and UNAVAILABLE in after.values():
+                # REPLICA IDENTITY FULL: the old tuple holds what an unchanged TOASTed value is, as Debezium uses it.
+                after = {name: before.get(name, value) if value is UNAVAILABLE else value
+                         for name, value in after.items()}
             if before is not None and any(before.get(k) != after.get(k) for k in table.key_columns):
                 # A primary-key change: delete of the old key (then its tombstone), create of the new key.
                 yield event("d", before, None, 0)

@@ -29,6 +29,7 @@ from cdckit.formats.debezium.column_mappers import (
     parse_rules,
 )
 from cdckit.formats.debezium.naming import adjust_name, adjust_schema_name
+from cdckit.formats.debezium.pg_toast import PLACEHOLDER, unavailable_value
 from cdckit.formats.debezium.postgres_types import ColumnType, MappedField, MappingSettings, map_column
 from cdckit.formats.debezium.source import PostgresSource, SourceBlock, SqlServerSource
 from cdckit.formats.debezium.source import field as _field
@@ -37,8 +38,6 @@ from cdckit.formats.debezium.sqlserver_types import (
     SqlServerMappingSettings,
     map_sqlserver_column,
 )
-
-UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
     "type": "struct",
@@ -51,7 +50,6 @@ TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
 }
 
 _PG_CHARACTER = {"text", "varchar", "bpchar", "char", "name", "citext"}
-_PG_PLACEHOLDER = _PG_CHARACTER | {"json", "jsonb", "xml"}
 _MSSQL_CHARACTER = {"char", "varchar", "text", "nchar", "nvarchar", "ntext"}
 
 AnyColumn = ColumnType | SqlServerColumn
@@ -164,7 +162,7 @@ class _Field:
     json_name: str  # the field name in messages (after field.name.adjustment.mode)
     mapped: MappedField
     mapping: ColumnMapping
-    placeholder: bool  # an unavailable value is written as the Debezium placeholder (else null)
+    placeholder: Any  # what an unavailable value (an unchanged TOASTed one) is written as
     fallback: Any  # what a NOT NULL column holds when the source sent no value (a key-only before image)
 
 
@@ -210,7 +208,7 @@ class TableFormat:
         self._key_fields = [self._field(by_name[name], key=True) for name in key_names]
         self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
         # What row_payload needs of each field, unpacked once: it runs for every column of every event.
-        self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, bool, Any]] = [
+        self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, Any, Any]] = [
             (f.name, f.json_name, f.mapped.convert_value, f.mapping.mapper, f.placeholder,
              f.fallback) for f in self._value_fields]
         base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
@@ -257,12 +255,12 @@ class TableFormat:
             mapped = map_sqlserver_column(column, settings.sqlserver_mapping)
             character = column.type_name in _MSSQL_CHARACTER
             length = -1 if column.max_length < 0 else column.max_length // (2 if column.type_name[0] == "n" else 1)
-            placeholder = character
+            placeholder = PLACEHOLDER if character else None
         else:
             mapped = map_column(column, settings.mapping)
             character = column.type_name in _PG_CHARACTER
             length = column.modifier - 4 if column.type_name in ("varchar", "bpchar") and column.modifier > 4 else -1
-            placeholder = column.type_name in _PG_PLACEHOLDER
+            placeholder = unavailable_value(column, settings.mapping)
         json_name = adjust_name(column.name, settings.field_name_adjustment)
         mapping = ColumnMapping() if key else column_mapping(
             settings.column_rules, f"{self.table.schema}.{self.table.name}.{column.name}", character, length)
@@ -282,7 +280,10 @@ class TableFormat:
 
     # -- payloads ----------------------------------------------------------------------------------
     def key_payload(self, row: Row) -> dict[str, Any]:
-        return {f.json_name: _convert(f.mapped.convert_value, row.get(f.name)) for f in self._key_fields}
+        # A key column the change did not carry (an old key of REPLICA IDENTITY USING INDEX) holds its type's
+        # neutral value, as Debezium's key does.
+        return {f.json_name: f.fallback if row.get(f.name) is None else f.mapped.convert_value(row.get(f.name))
+                for f in self._key_fields}
 
     def row_payload(self, row: Row | None) -> dict[str, Any] | None:
         if row is None:
@@ -294,7 +295,7 @@ class TableFormat:
                 if value is None:
                     converted = fallback
                 elif value is UNAVAILABLE:
-                    out[json_name] = UNAVAILABLE_VALUE if placeholder else None
+                    out[json_name] = placeholder
                     continue
                 else:
                     converted = convert(value)
@@ -349,16 +350,11 @@ def _with_parameters(schema: dict[str, Any], parameters: dict[str, str]) -> dict
     return out
 
 
-def _convert(convert: Callable[[Any], Any], value: object) -> Any:
-    if value is None:
-        return None
-    return convert(value)
-
-
+# Versioned, as Debezium 2.5.2's SchemaFactory builds them.
 HEARTBEAT_KEY_SCHEMA = {"type": "struct", "fields": [_field("string", "serverName", False)], "optional": False,
-                        "name": "io.debezium.connector.common.ServerNameKey"}
+                        "name": "io.debezium.connector.common.ServerNameKey", "version": 1}
 HEARTBEAT_VALUE_SCHEMA = {"type": "struct", "fields": [_field("int64", "ts_ms", False)], "optional": False,
-                          "name": "io.debezium.connector.common.Heartbeat"}
+                          "name": "io.debezium.connector.common.Heartbeat", "version": 1}
 
 
 def heartbeat_topic(prefix: str, heartbeat_prefix: str) -> str:
