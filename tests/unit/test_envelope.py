@@ -303,15 +303,16 @@ def test_arrow_schema_is_the_event_schema() -> None:
 
 
 def test_heartbeat_messages_use_debezium_schemas() -> None:
+    # Versioned, as Debezium 2.5.2's SchemaFactory.heartbeatKeySchema / heartbeatValueSchema build them.
     key, value = heartbeat_messages(settings(), 1_700_000_000_000)
     assert json.loads(key) == {
         "schema": {"type": "struct", "fields": [{"type": "string", "optional": False, "field": "serverName"}],
-                   "optional": False, "name": "io.debezium.connector.common.ServerNameKey"},
+                   "optional": False, "name": "io.debezium.connector.common.ServerNameKey", "version": 1},
         "payload": {"serverName": PREFIX},
     }
     assert json.loads(value) == {
         "schema": {"type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
-                   "optional": False, "name": "io.debezium.connector.common.Heartbeat"},
+                   "optional": False, "name": "io.debezium.connector.common.Heartbeat", "version": 1},
         "payload": {"ts_ms": 1_700_000_000_000},
     }
 

@@ -45,7 +45,7 @@ from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
-from cdckit.spark.records import record_builder
+from cdckit.spark.records import record_builder, xid_at_lsn
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches
 from cdckit.spark.schema_history import SchemaHistory
 
@@ -205,9 +205,10 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         yugabyte = settings.connector == "YugabyteDB"
         records = record_builder(
             options, lambda event: tables[(event.schema, event.table)],
-            # Debezium's PostgreSQL connector names a transaction by its xid; the YugabyteDB connector by xid:LSN.
+            # The YugabyteDB connector names a transaction by xid:commit LSN; Debezium 2.5.2's PostgreSQL connector
+            # labels each of its records with the xid and the LSN of the message it stands for.
             lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
-            history.version)
+            history.version, None if yugabyte else xid_at_lsn)
         decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)
         try:
             for lsn, data in peek_rows(conn, options, partition.end):

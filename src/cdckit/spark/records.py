@@ -24,6 +24,15 @@ from cdckit.formats.debezium.envelope import (
 from cdckit.formats.qlik import postgres as qlik_pg
 from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record
 
+# How a transaction record names its transaction, from the event at hand and the LSN the record sits at.
+TransactionLabel = Callable[[ChangeEvent, int], str]
+
+
+def xid_at_lsn(event: ChangeEvent, lsn: int) -> str:
+    """Debezium 2.5.2's PostgreSQL connector: ``<xid>:<LSN>``, the LSN of the BEGIN, the change or the COMMIT
+    the record stands for (PostgresTransactionMonitor)."""
+    return f"{event.tx_id}:{lsn}"
+
 
 class Records(Protocol):
     def rows(self, event: ChangeEvent) -> Iterator[EventRow]: ...
@@ -31,13 +40,15 @@ class Records(Protocol):
 
 def record_builder(options: Mapping[str, str], tables: Callable[[ChangeEvent], tuple[Any, TableFormat]],
                    transaction_id: Callable[[ChangeEvent], str],
-                   table_version: Callable[[str], int] | None = None) -> Records:
+                   table_version: Callable[[str], int] | None = None,
+                   transaction_label: TransactionLabel | None = None) -> Records:
     """The builder ``cdckit.message.format`` asks for (Debezium envelopes by default, or Qlik messages).
 
     ``table_version`` gives a table's structure version (Qlik's ``tableVersion``) from the schema history."""
     if options.get("cdckit.message.format", "debezium") == "qlik":
         return QlikRecordBuilder(options, lambda event: tables(event)[0], table_version)
-    return RecordBuilder(options, format_settings(options), lambda event: tables(event)[1], transaction_id)
+    return RecordBuilder(options, format_settings(options), lambda event: tables(event)[1], transaction_id,
+                         transaction_label)
 
 
 def schema_change_record(settings: FormatSettings, change: schema_change.TableChange, event: ChangeEvent,
@@ -63,10 +74,12 @@ class RecordBuilder:
 
     def __init__(self, options: Mapping[str, str], settings: FormatSettings,
                  format_for: Callable[[ChangeEvent], TableFormat],
-                 transaction_id: Callable[[ChangeEvent], str]) -> None:
+                 transaction_id: Callable[[ChangeEvent], str],
+                 transaction_label: TransactionLabel | None = None) -> None:
         self.settings = settings
         self.format_for = format_for
         self.transaction_id = transaction_id
+        self.label = transaction_label
         self.tombstones = option_bool(options, "tombstones.on.delete", True)
         self.skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
         self.with_transactions = option_bool(options, "provide.transaction.metadata", False)
@@ -74,7 +87,8 @@ class RecordBuilder:
                                                                                          "transaction"))
         self.heartbeat_topic = heartbeat_topic(settings.topic_prefix,
                                                options.get("topic.heartbeat.prefix", "__debezium-heartbeat"))
-        self.tracker = tx.TransactionTracker()
+        self.tracker = tx.TransactionTracker(seed_form=settings.connector != "postgresql")
+        self.transaction_schemas = tx.schemas(self.tracker.seed_form)
 
     def rows(self, event: ChangeEvent) -> Iterator[EventRow]:
         position = event.position
@@ -83,7 +97,7 @@ class RecordBuilder:
             yield record(self.heartbeat_topic, key, value, op="hb", position=position, ts_ms=event.source_ts_ms)
             return
         if event.op == "txend":
-            end = self.tracker.end() if self.with_transactions else None
+            end = self.tracker.end(self._label(event, event.position.lsn)) if self.with_transactions else None
             if end is not None:
                 yield self._transaction_row(end, position, 0, event.source_ts_ms)
             return
@@ -95,17 +109,24 @@ class RecordBuilder:
         if self.with_transactions and event.op != "r":
             transaction_id = self.transaction_id(event)
             if self.tracker.transaction_id != transaction_id:
-                self.tracker.start(transaction_id, event.source_ts_ms)
+                begin_lsn = event.extra.get("begin_lsn")
+                self.tracker.start(transaction_id, event.source_ts_ms,
+                                   self._label(event, begin_lsn) if isinstance(begin_lsn, int) else None)
             begin, block = self.tracker.data_event(f"{event.schema}.{event.table}" if not self.settings.is_sqlserver
-                                                   else f"{table_format.database}.{event.schema}.{event.table}")
+                                                   else f"{table_format.database}.{event.schema}.{event.table}",
+                                                   self._label(event, event.position.lsn))
             if begin is not None:
                 yield self._transaction_row(begin, position, -1, event.source_ts_ms)
             event.extra["transaction"] = block
         yield from event_rows(event, table_format, self.tombstones)
 
+    def _label(self, event: ChangeEvent, lsn: int) -> str | None:
+        return None if self.label is None else self.label(event, lsn)
+
     def _transaction_row(self, payload: dict[str, Any], position: Position, serial: int, ts_ms: int) -> EventRow:
-        key = tx.wrap({"id": payload["id"]}, tx.KEY_SCHEMA, self.settings.key_schemas_enable)
-        value = tx.wrap(payload, tx.VALUE_SCHEMA, self.settings.value_schemas_enable)
+        key_schema, value_schema = self.transaction_schemas
+        key = tx.wrap({"id": payload["id"]}, key_schema, self.settings.key_schemas_enable)
+        value = tx.wrap(payload, value_schema, self.settings.value_schemas_enable)
         return record(self.transaction_topic, dumps(key), dumps(value), op="tx", position=position, ts_ms=ts_ms,
                       serial=serial)
 
