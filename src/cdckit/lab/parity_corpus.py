@@ -248,13 +248,20 @@ TABLES: tuple[Table, ...] = (
     )),
     Table("t_toast", (
         "CREATE TABLE public.t_toast (id integer PRIMARY KEY, small integer, big_t text, big_b bytea, "
-        "big_a text[], big_j jsonb, big_i integer[])",), (
+        "big_a text[], big_j jsonb, big_i integer[], big_l bigint[], big_d date[], big_u uuid[], big_ba bytea[], "
+        "big_vc varchar[], big_js json, big_h hstore, big_n numeric[])",), (
         f"(1, 1, {_BIG.format(seed=1)}, convert_to({_BIG.format(seed=2)}, 'UTF8'), "
         f"ARRAY[{_BIG.format(seed=3)}], jsonb_build_object('k', {_BIG.format(seed=4)}), "
-        "(SELECT array_agg((g * 7919) % 100003) FROM generate_series(1, 3000) g))",
+        "(SELECT array_agg((g * 7919) % 100003) FROM generate_series(1, 3000) g), "
+        "(SELECT array_agg((g::bigint * 104729) % 1000003) FROM generate_series(1, 3000) g), "
+        "(SELECT array_agg(DATE '2000-01-01' + (g * 7919) % 100003) FROM generate_series(1, 3000) g), "
+        "(SELECT array_agg(md5(g::text)::uuid) FROM generate_series(1, 1000) g), "
+        f"ARRAY[convert_to({_BIG.format(seed=8)}, 'UTF8')], ARRAY[{_BIG.format(seed=9)}]::varchar[], "
+        f"json_build_object('k', {_BIG.format(seed=10)}), hstore('k', {_BIG.format(seed=11)}), "
+        "(SELECT array_agg(((g * 7919) % 100003) / 7.0) FROM generate_series(1, 3000) g))",
     ), (
         "UPDATE public.t_toast SET small = 2 WHERE id = 1",
-        f"INSERT INTO public.t_toast VALUES (2, 1, {_BIG.format(seed=5)}, NULL, NULL, NULL, NULL)",
+        f"INSERT INTO public.t_toast (id, small, big_t) VALUES (2, 1, {_BIG.format(seed=5)})",
         "UPDATE public.t_toast SET small = 3 WHERE id = 2",
         "DELETE FROM public.t_toast WHERE id = 1",
     )),
@@ -317,8 +324,10 @@ PROFILES: dict[str, Profile] = {profile.name: profile for profile in (
     Profile("modes-b", {"decimal.handling.mode": "double", "time.precision.mode": "connect",
                         "binary.handling.mode": "hex"},
             "decimal double, time.precision connect, binary hex"),
-    Profile("modes-c", {"binary.handling.mode": "base64-url-safe", "provide.transaction.metadata": "true",
-                        "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"},
-            "binary base64-url-safe, transaction metadata, schemas off"),
+    Profile("modes-c", {"binary.handling.mode": "base64-url-safe", "provide.transaction.metadata": "true"},
+            "binary base64-url-safe, transaction metadata"),
+    Profile("modes-d", {"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
+                        "interval.handling.mode": "string", "provide.transaction.metadata": "true"},
+            "schemas off, interval string, transaction metadata"),
 )}
-NON_DEFAULT = ("modes-a", "modes-b", "modes-c")
+NON_DEFAULT = ("modes-a", "modes-b", "modes-c", "modes-d")
