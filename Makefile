@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-fast test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-fast test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -56,6 +56,9 @@ $(CHECKOV_STAMP):
 
 test: $(STAMP) $(CHECKOV_STAMP)  ## run the whole test suite
 	$(BIN)/python -m pytest
+
+test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata and schemas off
+	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d $(BIN)/python -m pytest tests/integration/test_debezium_parity.py
 
 test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 	$(BIN)/python -m pytest tests/unit

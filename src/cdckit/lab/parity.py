@@ -71,7 +71,7 @@ class TopicResult:
     debezium: int = 0
     cdckit: int = 0
     identical: int = 0
-    differences: list[tuple[str, str]] = field(default_factory=list)  # (what, where) of the first few
+    differences: list[tuple[str, str]] = field(default_factory=list)  # (what, where) of each
     refused: str = ""
 
     @property
@@ -115,7 +115,7 @@ def where(theirs: str | None, ours: str | None, context: int = 90) -> str:
             f"      cdckit   ...{b[max(0, at - context):at + context]}...")
 
 
-def compare_topic(topic: str, theirs: Sequence[Record], ours: Sequence[Record], keep: int = 5) -> TopicResult:
+def compare_topic(topic: str, theirs: Sequence[Record], ours: Sequence[Record]) -> TopicResult:
     """Snapshot reads matched by key (in order when keys are missing or repeat), the rest in order."""
     result = TopicResult(topic, len(theirs), len(ours))
     snap_theirs = [r for r in theirs if op(r[1]) == "r"]
@@ -138,7 +138,7 @@ def compare_topic(topic: str, theirs: Sequence[Record], ours: Sequence[Record], 
         if their is not None and our is not None and masked(their[0]) == masked(our[0]) \
                 and masked(their[1]) == masked(our[1]):
             result.identical += 1
-        elif len(result.differences) < keep:
+        else:
             if their is None or our is None:
                 shown = their or our
                 side = "Debezium only" if our is None else "cdckit only"

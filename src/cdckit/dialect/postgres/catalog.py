@@ -15,6 +15,7 @@ from cdckit.formats.debezium.column_mappers import parse_message_key_columns
 from cdckit.formats.debezium.postgres_types import ColumnType
 
 log = logging.getLogger("cdckit")
+_TOLD_KEYLESS: set[str] = set()  # keyless tables already reported by this process
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
@@ -120,6 +121,9 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
                                     for pattern in keyed_by_option):
             continue
         # As Debezium: a table without a primary key is captured with a null key (message.key.columns names one).
+        if table.qualified_name in _TOLD_KEYLESS:
+            continue
+        _TOLD_KEYLESS.add(table.qualified_name)
         if table.replica_identity in ("d", "n"):
             log.warning("table %s has no primary key and REPLICA IDENTITY %s: its events have a null key, and "
                         "while it is in a publication PostgreSQL refuses UPDATE and DELETE on it; run ALTER TABLE "
