@@ -104,16 +104,19 @@ def test_transaction_metadata_brackets_each_transaction(postgres: Any, spark: An
     boundaries = [payload(r["value"]) for r in records(config, "it.transaction")]
     assert [b["status"] for b in boundaries] == ["BEGIN", "END"]
     begin, end = boundaries
-    assert begin["id"] == end["id"] and begin["id"].isdigit()  # the PostgreSQL connector's id: the xid
+    # Debezium 2.5.2's PostgreSQL connector labels each record <xid>:<LSN of its BEGIN, change or COMMIT>.
+    xid = str(payload(records(config, "it.public.a")[0]["value"])["source"]["txId"])
+    assert begin["id"].split(":")[0] == end["id"].split(":")[0] == xid
     assert begin["event_count"] is None and begin["data_collections"] is None
     assert end["event_count"] == 3
     assert end["data_collections"] == [{"data_collection": "public.a", "event_count": 1},
                                        {"data_collection": "public.b", "event_count": 2}]
-    blocks = [payload(r["value"])["transaction"] for table in ("a", "b") for r in records(config, f"it.public.{table}")]
-    assert blocks == [{"id": begin["id"], "total_order": 1, "data_collection_order": 1},
-                      {"id": begin["id"], "total_order": 2, "data_collection_order": 1},
-                      {"id": begin["id"], "total_order": 3, "data_collection_order": 2}]
-    assert str(payload(records(config, "it.public.a")[0]["value"])["source"]["txId"]) == begin["id"]
+    events = [payload(r["value"]) for table in ("a", "b") for r in records(config, f"it.public.{table}")]
+    assert [e["transaction"] for e in events] == [
+        {"id": f"{xid}:{e['source']['lsn']}", "total_order": order, "data_collection_order": in_table}
+        for e, order, in_table in zip(events, (1, 2, 3), (1, 1, 2), strict=True)]
+    lsns = [int(begin["id"].split(":")[1]), *(e["source"]["lsn"] for e in events), int(end["id"].split(":")[1])]
+    assert lsns == sorted(lsns) and len(set(lsns[1:])) == 4  # the BEGIN sits at the first change's LSN
 
 
 def test_custom_key_masking_and_avro_names(postgres: Any, spark: Any, database: str, workdir: Path) -> None:

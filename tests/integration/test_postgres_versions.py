@@ -140,10 +140,12 @@ def test_heartbeat_moves_an_idle_slot_and_is_read_back_where_pgoutput_delivers_m
     assert pending_changes(conn, options, pending.end_lsn, max_events=100, upto=None).end_lsn is None
 
 
-def test_generated_columns_are_not_captured_columns(postgres: Any, database: str, options: dict[str, str],
-                                                    conn: Any) -> None:
+def test_generated_columns_are_read_by_the_snapshot_and_known_as_generated(
+        postgres: Any, database: str, options: dict[str, str], conn: Any) -> None:
+    # As Debezium: a snapshot reads them (SELECT *); pgoutput leaves them out of the stream's tuples.
     generated = ServerVersion.of(conn).has_generated_columns
     execute(postgres.dsn(database), "CREATE TABLE public.priced (id integer PRIMARY KEY, net numeric NOT NULL"
             + (", gross numeric GENERATED ALWAYS AS (net * 1.2) STORED)" if generated else ")"))
     table, = discover_tables(conn, {**options, "table.include.list": "public.priced"})
-    assert [column.name for column in table.columns] == ["id", "net"]
+    assert [column.name for column in table.columns] == ["id", "net", "gross"][:3 if generated else 2]
+    assert table.generated_columns == (("gross",) if generated else ())
