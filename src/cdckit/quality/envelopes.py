@@ -128,15 +128,22 @@ def envelope_frame(classified: DataFrame) -> DataFrame:
     return unique
 
 
+def _transaction(id_column: Any) -> Any:
+    """The transaction an id names. PostgreSQL labels each record ``<xid>:<LSN>`` (the LSN of the record's own
+    message), so its transaction is the xid; YugabyteDB's ``<xid>:<commit LSN>`` is the same on every record of a
+    transaction, so its xid names it as well; SQL Server's commit LSN (``00000025:00000d08:0025``) is kept whole."""
+    return F.when(id_column.rlike(r"^[0-9]+:[0-9]+$"), F.substring_index(id_column, ":", 1)).otherwise(id_column)
+
+
 def transaction_frame(classified: DataFrame, envelopes: DataFrame) -> DataFrame:
-    """One row per transaction END record: its ``event_count`` and the distinct data events carrying its id."""
+    """One row per transaction END record: its ``event_count`` and the distinct data events of its transaction."""
     p = F.col("payload")
     ends = classified.where((F.col("kind") == "transaction")
                             & (F.get_json_object(p, "$.status") == "END")).select(
-        F.get_json_object(p, "$.id").alias("id"),
+        _transaction(F.get_json_object(p, "$.id")).alias("id"),
         F.get_json_object(p, "$.event_count").cast("long").alias("event_count")).dropDuplicates(["id"])
     counted = envelopes.where(F.col("transaction_id").isNotNull()).groupBy(
-        F.col("transaction_id").alias("id")).agg(F.count(F.lit(1)).alias("data_events"))
+        _transaction(F.col("transaction_id")).alias("id")).agg(F.count(F.lit(1)).alias("data_events"))
     return ends.join(counted, "id", "left").select(
         "id", "event_count", F.coalesce("data_events", F.lit(0)).cast("long").alias("data_events"))
 
