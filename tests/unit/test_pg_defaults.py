@@ -6,11 +6,15 @@ from the expressions PostgreSQL's ``pg_get_expr`` gives for its DEFAULTs.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import pytest
 
-from cdckit.formats.debezium.envelope import dumps
+from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.envelope import FormatSettings, TableFormat, dumps
 from cdckit.formats.debezium.pg_defaults import default_text
 from cdckit.formats.debezium.postgres_types import ColumnType, MappingSettings, map_column
 
@@ -147,3 +151,37 @@ def test_column_without_default_has_no_default_key() -> None:
 ])
 def test_default_text(type_name: str, expression: str, expected: str | None) -> None:
     assert default_text(type_name, expression) == expected
+
+
+# ---- in messages ----------------------------------------------------------------------------------------------------
+
+TABLE = TableInfo("public", "t", 1, (
+    ColumnType("id", "int4", 23, optional=False, default_expression="42"),
+    ColumnType("i", "int4", 23, default_expression="7"),
+    ColumnType("nn", "int4", 23, optional=False, default_expression="3"),
+    ColumnType("v", "text", 25),
+), ("id",), "d")
+
+
+def messages(**settings: Any) -> TableFormat:
+    return TableFormat(TABLE, dataclasses.replace(FormatSettings(topic_prefix="p", database="db"), **settings))
+
+
+def event(op: str, before: dict[str, object] | None, after: dict[str, object] | None) -> ChangeEvent:
+    return ChangeEvent("public", "t", op, before, after, Position(commit_lsn=3, lsn=2, serial=0), source_ts_ms=1,
+                       tx_id=7)
+
+
+def test_key_field_carries_its_default() -> None:
+    assert messages().key_schema["fields"] == [{"type": "int32", "optional": False, "default": 42, "field": "id"}]
+
+
+def test_null_value_is_written_as_the_default() -> None:
+    # JsonConverter's replace.null.with.default: a NULL of a column with a default is written as the default
+    payload = json.loads(messages().value_json(event("c", None, {"id": "2", "i": None, "nn": "4", "v": None}), 0))
+    assert payload["payload"]["after"] == {"id": 2, "i": 7, "nn": 4, "v": None}
+
+
+def test_key_only_before_image_is_filled_with_defaults() -> None:
+    payload = json.loads(messages(value_schemas_enable=False).value_json(event("d", {"id": "2"}, None), 0))
+    assert payload["before"] == {"id": 2, "i": 7, "nn": 3, "v": None}
