@@ -58,8 +58,11 @@ _JAVA_UUID = re.compile(r"([0-9a-fA-F]{1,8})-([0-9a-fA-F]{1,4})-([0-9a-fA-F]{1,4
 _UUID_WIDTHS = (32, 16, 16, 16, 48)
 
 
+_JAVA_WHITESPACE = "".join(chr(code) for code in range(33))  # what String.trim removes: every char up to ' '
+
+
 def _java_trim(text: str) -> str:
-    return text.strip("".join(chr(code) for code in range(33)))
+    return text.strip(_JAVA_WHITESPACE)
 
 
 def _literal(expression: str, placeholder: str) -> str | None:
