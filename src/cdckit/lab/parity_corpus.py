@@ -182,24 +182,40 @@ TABLES: tuple[Table, ...] = (
         "DELETE FROM public.t_arrays WHERE id = 2",
     )),
     Table("t_defaults", (
-        "CREATE TABLE public.t_defaults (id integer PRIMARY KEY, i integer DEFAULT 7, s smallint DEFAULT -1, "
-        "b bigint DEFAULT 9223372036854775807, n numeric(5,2) DEFAULT 1.5, nv numeric DEFAULT 2.25, "
-        "r real DEFAULT 1.5, f double precision DEFAULT 0.1, t text DEFAULT 'it''s', vc varchar(5) DEFAULT 'v', "
+        "CREATE TABLE public.t_defaults (id integer PRIMARY KEY DEFAULT 42, i integer DEFAULT 7, "
+        "s smallint DEFAULT -1, b bigint DEFAULT 9223372036854775807, n numeric(5,2) DEFAULT 1.5, "
+        "nv numeric DEFAULT 2.25, r real DEFAULT 1.5, f double precision DEFAULT 0.1, t text DEFAULT 'it''s', "
+        "vc varchar(5) DEFAULT 'v', "
         "ch char(2) DEFAULT 'c', flag boolean DEFAULT true, d date DEFAULT '2000-01-01', "
         "tm time DEFAULT '01:02:03', ts timestamp DEFAULT '2000-01-01 00:00:00', "
         "tstz timestamptz DEFAULT '2000-01-01 00:00:00+00', iv interval DEFAULT '1 day', "
         "u uuid DEFAULT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', js jsonb DEFAULT '{}', by bytea DEFAULT '\\x01', "
         "m public.mood DEFAULT 'ok', mo money DEFAULT 1.25, bt bit(3) DEFAULT B'101', "
         "now_ts timestamptz DEFAULT now(), seq bigserial, neg integer DEFAULT -5, nulled text DEFAULT NULL, "
-        "nn integer NOT NULL DEFAULT 3, expr integer DEFAULT (1 + 2), a_i integer[] DEFAULT '{1,2}')",
+        "nn integer NOT NULL DEFAULT 3, expr integer DEFAULT (1 + 2), a_i integer[] DEFAULT '{1,2}', "
+        "n_neg numeric(5,2) DEFAULT -1.5, n_int numeric(6,2) DEFAULT 42, n0 numeric(4,0) DEFAULT 12, "
+        "vc_cast varchar(10) DEFAULT 'x'::character varying, t_fn text DEFAULT md5('x'), "
+        "t_user text DEFAULT CURRENT_USER, t_concat text DEFAULT ('a' || 'b'), "
+        "ts_cur timestamp DEFAULT CURRENT_TIMESTAMP, d_cur date DEFAULT CURRENT_DATE, "
+        "tm_cur time(3) DEFAULT LOCALTIME, r_pi real DEFAULT 3.14159265358979, "
+        "f_big double precision DEFAULT 1e300, flag_expr boolean DEFAULT (1 = 1), flag_f boolean DEFAULT false, "
+        "bt1 bit(1) DEFAULT B'1', vb varbit(8) DEFAULT B'0110', "
+        "iv2 interval DEFAULT '1 year 2 mons 3 days 04:05:06.5', "
+        "tstz3 timestamptz(3) DEFAULT '2000-01-01 00:00:00.123+00', ts_inf timestamp DEFAULT 'infinity', "
+        "tstz_inf timestamptz DEFAULT 'infinity', u_fn uuid DEFAULT gen_random_uuid(), "
+        "js_fn json DEFAULT json_build_object(), dom public.price DEFAULT 1.5, pos public.positive DEFAULT 1, "
+        "ct citext DEFAULT 'x')",
     ), (
-        "(1" + ", DEFAULT" * 29 + ")",
+        "(1" + ", DEFAULT" * 47 + ", '2001-02-03 04:05:06'" + ", DEFAULT" * 6 + ")",  # ts_inf: see below
         "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-        "NULL, NULL, NULL, NULL, NULL, '2020-01-01 00:00:00+00', 5, NULL, NULL, 4, NULL, NULL)",
+        "NULL, NULL, NULL, NULL, NULL, '2020-01-01 00:00:00+00', 5, NULL, NULL, 4, NULL, NULL" + ", NULL" * 25 + ")",
     ), (
-        "INSERT INTO public.t_defaults (id, now_ts) VALUES (10, '2021-01-01 00:00:00+00')",
+        # ts_inf's default shows in the schema and in place of its NULLs; its data stays finite, as the infinite
+        # timestamp's own value is the concern of t_time.
+        "INSERT INTO public.t_defaults (id, now_ts, ts_inf) VALUES (10, '2021-01-01 00:00:00+00', '2001-02-03')",
         "UPDATE public.t_defaults SET i = 8 WHERE id = 2",
         "DELETE FROM public.t_defaults WHERE id = 2",
+        "UPDATE public.t_defaults SET s = 2 WHERE id = 1",
     )),
     Table("t_nopk", (
         "CREATE TABLE public.t_nopk (a integer, b text)",), (

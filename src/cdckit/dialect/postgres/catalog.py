@@ -139,13 +139,17 @@ _COLUMNS_SQL = """
 SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
        CASE WHEN t.typtype = 'd' AND t.typtypmod <> -1 THEN t.typtypmod ELSE a.atttypmod END,
        (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid),
-       {generated}
+       {generated},
+       CASE WHEN t.typtype <> 'd' THEN pg_get_expr(d.adbin, d.adrelid) END
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
+# A column's DEFAULT is read as Debezium reads it (pgjdbc's getColumns: pg_get_expr of pg_attrdef); Debezium finds
+# no parser for a domain type's name, so a domain column has none.
 
 _KEY_SQL = """
 SELECT a.attname FROM pg_index i
@@ -170,8 +174,9 @@ def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, 
         described = cur.fetchall()
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
-                       optional=_pg_bool(optional), enum_values=_enum_labels(labels))
-            for name, optional, type_oid, type_name, modifier, labels, _ in described)
+                       optional=_pg_bool(optional), enum_values=_enum_labels(labels),
+                       default_expression=None if default is None else str(default))
+            for name, optional, type_oid, type_name, modifier, labels, _, default in described)
         generated = tuple(str(row[0]) for row in described if _pg_bool(row[6]))
         cur.execute(_KEY_SQL, (oid,))
         key_columns = tuple(str(row[0]) for row in cur.fetchall())
@@ -214,7 +219,8 @@ def _column_filter(schema: str, table: str, columns: Sequence[ColumnType], key_c
 
 _TYPES_SQL = """
 SELECT t.oid, bt.oid, bt.typname, CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE -1 END,
-       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid)
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid),
+       t.typtype = 'd'
 FROM pg_type t JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 WHERE t.oid = ANY(%s)
 """
@@ -223,24 +229,28 @@ WHERE t.oid = ANY(%s)
 def table_from_relation(conn: Connection, namespace: str, name: str, relation_id: int,
                         columns: Sequence[tuple[str, int, int]], options: Mapping[str, str]) -> TableInfo:
     """The table as a pgoutput Relation message describes it at its point in the stream (names, types and
-    modifiers from the message; type names, nullability and the key from the catalog), so events are formatted
-    with the structure they were written with, not today's."""
+    modifiers from the message; type names, nullability, defaults and the key from the catalog, as Debezium reads
+    them when the message arrives), so events are formatted with the structure they were written with."""
     with conn.cursor() as cur:
         cur.execute(_TYPES_SQL, ([oid for _, oid, _ in columns],))
-        types = {int(row[0]): (int(row[1]), str(row[2]), int(row[3]), _enum_labels(row[4])) for row in cur.fetchall()}
-        cur.execute("SELECT a.attname, a.attnotnull FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 "
-                    "AND NOT a.attisdropped", (relation_id,))
-        not_null = {str(n): _pg_bool(v) for n, v in cur.fetchall()}
+        types = {int(row[0]): (int(row[1]), str(row[2]), int(row[3]), _enum_labels(row[4]), _pg_bool(row[5]))
+                 for row in cur.fetchall()}
+        cur.execute("SELECT a.attname, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
+                    "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                    "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped", (relation_id,))
+        catalog = {str(n): (_pg_bool(v), None if default is None else str(default)) for n, v, default in cur.fetchall()}
         cur.execute(_KEY_SQL, (relation_id,))
         key = tuple(str(row[0]) for row in cur.fetchall())
         cur.execute("SELECT c.relreplident FROM pg_class c WHERE c.oid = %s", (relation_id,))
         found = cur.fetchone()
     described = []
     for column_name, type_oid, modifier in columns:
-        base_oid, type_name, domain_modifier, labels = types.get(type_oid, (type_oid, "unknown", -1, None))
+        base_oid, type_name, domain_modifier, labels, domain = types.get(type_oid, (type_oid, "unknown", -1, None,
+                                                                                    False))
+        not_null, default = catalog.get(column_name, (False, None))
         described.append(ColumnType(column_name, type_name, base_oid,
                                     domain_modifier if domain_modifier != -1 else modifier,
-                                    not not_null.get(column_name, False), labels))
+                                    not not_null, labels, None if domain else default))
     names = [c.name for c in described]
     return TableInfo(namespace, name, relation_id, tuple(described), tuple(k for k in key if k in names),
                      str(found[0]) if found else "d",

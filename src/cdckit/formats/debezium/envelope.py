@@ -164,6 +164,9 @@ class _Field:
     mapping: ColumnMapping
     placeholder: Any  # what an unavailable value (an unchanged TOASTed one) is written as
     fallback: Any  # what a NOT NULL column holds when the source sent no value (a key-only before image)
+    # The field schema's default (None: none). Kafka Connect's JsonConverter writes it in place of a null value
+    # (replace.null.with.default, on unless configured off), in keys, before and after images alike.
+    default: Any
 
 
 # Debezium's JdbcValueConverters give a required column without a value its type's neutral value.
@@ -180,6 +183,8 @@ _FALLBACK_BY_TYPE: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64":
 def _fallback(schema: Mapping[str, Any]) -> Any:
     if schema.get("optional", True):
         return None
+    if "default" in schema:  # Debezium's converters give a required column without a value its schema's default
+        return schema["default"]
     name = schema.get("name")
     if name in _FALLBACK_BY_NAME:
         return _FALLBACK_BY_NAME[name]
@@ -208,9 +213,9 @@ class TableFormat:
         self._key_fields = [self._field(by_name[name], key=True) for name in key_names]
         self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
         # What row_payload needs of each field, unpacked once: it runs for every column of every event.
-        self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, Any, Any]] = [
+        self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, Any, Any, Any]] = [
             (f.name, f.json_name, f.mapped.convert_value, f.mapping.mapper, f.placeholder,
-             f.fallback) for f in self._value_fields]
+             f.fallback, f.default) for f in self._value_fields]
         base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
         base += f"{table.schema}.{table.name}"
 
@@ -268,7 +273,7 @@ class TableFormat:
         if mapping.parameters:
             schema = _with_parameters(schema, mapping.parameters)
         return _Field(column.name, json_name, MappedField(schema, mapped.convert_value), mapping,
-                      placeholder, _fallback(schema))
+                      placeholder, _fallback(schema), schema.get("default"))
 
     def _value_schema(self, value_field: _Field) -> dict[str, Any]:
         schema = value_field.mapped.schema
@@ -280,8 +285,8 @@ class TableFormat:
 
     # -- payloads ----------------------------------------------------------------------------------
     def key_payload(self, row: Row) -> dict[str, Any]:
-        # A key column the change did not carry (an old key of REPLICA IDENTITY USING INDEX) holds its type's
-        # neutral value, as Debezium's key does.
+        # A key column the change did not carry (an old key of REPLICA IDENTITY USING INDEX) holds its default, or
+        # else its type's neutral value, as Debezium's key does.
         return {f.json_name: f.fallback if row.get(f.name) is None else f.mapped.convert_value(row.get(f.name))
                 for f in self._key_fields}
 
@@ -290,26 +295,28 @@ class TableFormat:
             return None
         if not self.settings.wrap_values:
             out: dict[str, Any] = {}
-            for name, json_name, convert, mapper, placeholder, fallback in self._value_plan:
+            for name, json_name, convert, mapper, placeholder, fallback, default in self._value_plan:
                 value = row.get(name)
                 if value is None:
                     converted = fallback
                 elif value is UNAVAILABLE:
-                    out[json_name] = placeholder
+                    out[json_name] = default if placeholder is None else placeholder
                     continue
                 else:
                     converted = convert(value)
-                out[json_name] = converted if mapper is None else mapper(converted)
+                result = converted if mapper is None else mapper(converted)
+                out[json_name] = default if result is None else result
             return out
         # yboutput: every column as {"value": v, "set": true}; a column the change did not carry is null.
         out = {}
-        for name, json_name, convert, mapper, _placeholder, fallback in self._value_plan:
+        for name, json_name, convert, mapper, _placeholder, fallback, default in self._value_plan:
             value = row.get(name, UNAVAILABLE)
             if value is UNAVAILABLE:
                 out[json_name] = None
                 continue
             converted = fallback if value is None else convert(value)
-            out[json_name] = {"value": converted if mapper is None else mapper(converted), "set": True}
+            result = converted if mapper is None else mapper(converted)
+            out[json_name] = {"value": default if result is None else result, "set": True}
         return out
 
     # -- serialized messages -----------------------------------------------------------------------

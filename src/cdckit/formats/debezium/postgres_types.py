@@ -11,6 +11,8 @@ INTERFACE CONTRACT (implemented below):
         modifier: int = -1            # atttypmod as PostgreSQL reports it (-1 = none)
         optional: bool = True         # not attnotnull
         enum_values: tuple[str, ...] | None = None   # labels when the type is an enum
+        default_expression: str | None = None        # pg_get_expr of the column's DEFAULT, as Debezium reads it
+                                                     # (None for a domain type: Debezium reads none there)
 
     @dataclass(frozen=True)
     class MappingSettings:
@@ -24,7 +26,7 @@ INTERFACE CONTRACT (implemented below):
     class MappedField:
         schema: dict          # Kafka Connect JSON schema of the field, as JsonConverter writes it inside a struct's
                               # "fields": {"type":..., "optional":..., ["name":..., "version":..., "parameters":...],
-                              # "field": <column name>}
+                              # ["default":...], "field": <column name>}
         convert_value: Callable[[str], Any]    # PostgreSQL *text output* of a value (as pgoutput sends it and
                                                # as psycopg2 returns it uncast) -> the JSON-ready value
                                                # JsonConverter would write
@@ -52,6 +54,7 @@ import orjson
 
 from cdckit import errors
 from cdckit.formats.debezium import pg_values as pv
+from cdckit.formats.debezium.pg_defaults import default_text
 
 __all__ = [
     "TYPE_REGISTRY", "ColumnType", "MappedField", "MappingSettings", "TypeRow", "TypeRule", "UnsupportedTypeError",
@@ -75,6 +78,7 @@ class ColumnType:
     modifier: int = -1
     optional: bool = True
     enum_values: tuple[str, ...] | None = None
+    default_expression: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ class TypeRow:
 
 
 # JsonConverter.asJsonSchema writes keys in this order; "field" is appended by the enclosing struct.
-_KEY_ORDER = ("type", "items", "keys", "values", "fields", "optional", "name", "version", "doc", "parameters", "field")
+_KEY_ORDER = ("type", "items", "keys", "values", "fields", "optional", "name", "version", "doc", "parameters",
+              "default", "field")
 UNBOUNDED_VARBIT_LENGTH = 2147483647  # what pgjdbc reports as the length of varbit without a modifier
 
 
@@ -133,10 +138,12 @@ def select_rule(mode: str | None, rules: Mapping[str, RuleT], settings: object) 
     return rules[chosen]
 
 
-def finish_schema(core: Schema, optional: bool, field: str | None = None) -> Schema:
+def finish_schema(core: Schema, optional: bool, field: str | None = None, default: Any = None) -> Schema:
     merged = {**core, "optional": optional}
     if field is not None:
         merged["field"] = field
+    if default is not None:
+        merged["default"] = default
     return {key: merged[key] for key in _KEY_ORDER if key in merged}
 
 
@@ -407,6 +414,29 @@ def _array_rule(column: ColumnType, settings: MappingSettings) -> TypeRule:
     return TypeRule(lambda _c: core_schema("array", items=items), _always(convert))
 
 
+# A timestamp DEFAULT 'infinity' / '-infinity' reaches Debezium as pgjdbc's OffsetDateTime.MAX / MIN, not as the
+# infinity values of the column's data: MicroTimestamp saturates the seconds (TimeUnit.toMicros) and adds the
+# microseconds of MAX, overflowing; the millisecond schemas fail (Instant.toEpochMilli), so have no default.
+_MICRO_TIMESTAMP_INFINITY_DEFAULTS = {"infinity": -9223372036853775810, "-infinity": -9223372036854775808}
+
+
+def _default_value(column: ColumnType, core: Schema, convert: TextConverter) -> Any:
+    """The field's default as Debezium converts the column's DEFAULT (None: none), with the column's own value
+    converter, so every handling mode applies to it as to the column's values."""
+    typmod = numeric_typmod(column) if column.type_name == "numeric" else None
+    text = default_text(column.type_name, column.default_expression, enum=column.enum_values is not None,
+                        scale=typmod[1] if typmod else None)
+    if text is None or core["type"] == "struct":  # a Struct cannot be a default (KAFKA-12694): Debezium drops it
+        return None
+    if column.type_name == "timestamp" and text in _MICRO_TIMESTAMP_INFINITY_DEFAULTS:
+        micro = core.get("name") == "io.debezium.time.MicroTimestamp"
+        return _MICRO_TIMESTAMP_INFINITY_DEFAULTS[text] if micro else None
+    try:
+        return convert(text)
+    except (ValueError, ArithmeticError):  # Debezium gives no default when its conversion fails
+        return None
+
+
 def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
     """Kafka Connect field schema and text-value converter for one column (UnsupportedTypeError if unmapped)."""
     if column.type_name.startswith("_"):
@@ -415,5 +445,6 @@ def map_column(column: ColumnType, settings: MappingSettings) -> MappedField:
         rule = _enum_rule(column.enum_values)
     else:
         rule = _scalar_rule(column, column.type_name, settings)
-    return MappedField(schema=finish_schema(rule.schema(column), column.optional, column.name),
-                       convert_value=rule.convert(column))
+    core, convert = rule.schema(column), rule.convert(column)
+    return MappedField(schema=finish_schema(core, column.optional, column.name, _default_value(column, core, convert)),
+                       convert_value=convert)
