@@ -77,5 +77,10 @@ class UnsupportedTypeError(CdcKitError, ValueError):
     """A column type has no mapping; the message names the column and how to exclude it."""
 
 
+class UnsupportedValueError(CdcKitError, ValueError):
+    """A value the configured handling mode cannot represent, where Debezium's connector stops too; the message
+    names the table, the column and the setting that captures it."""
+
+
 class SinkWriteError(CdcKitError):
     """The sink could not write a batch (disk full, permissions); the batch is not committed and comes again."""

@@ -80,16 +80,17 @@ TABLES: tuple[Table, ...] = (
     Table("t_text", (
         "CREATE TABLE public.t_text (id integer PRIMARY KEY, nm name, ch char(3), c1 \"char\", bp bpchar, "
         "vc varchar(10), t text, ci citext, u uuid, js json, jb jsonb, ip inet, cidr_ cidr, mac macaddr, "
-        "mac8 macaddr8, lt ltree, tv tsvector, tq tsquery)",), (
+        "mac8 macaddr8, lt ltree, tv tsvector, tq tsquery, lsn pg_lsn)",), (
         "(1, 'a name', 'ab', 'x', 'bp', 'abc', 'text', 'CiTeXt', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
         "'{\"a\": [1, 2]}', '{\"b\": 1, \"a\": null}', '192.168.1.1', '10.0.0.0/8', '08:00:2b:01:02:03', "
-        "'08:00:2b:01:02:03:04:05', 'top.science.astronomy', 'a fat cat sat on a mat', 'fat & (rat | cat)')",
+        "'08:00:2b:01:02:03:04:05', 'top.science.astronomy', 'a fat cat sat on a mat', 'fat & (rat | cat)', "
+        "'16/B374D848')",
         "(2, '', '', ' ', '', '', '', '', '00000000-0000-0000-0000-000000000000', '[]', '{}', '::1', '::/0', "
-        "'ff:ff:ff:ff:ff:ff', '00:00:00:00:00:00:00:00', '', '', '')",
+        "'ff:ff:ff:ff:ff:ff', '00:00:00:00:00:00:00:00', '', '', '', '0/0')",
         "(3, repeat('n', 70), 'x\"y', '\\', 'quote\"s', E'tab\\tnl\\n', E'\\u00e9\\u2028 \\U0001F600', 'X', NULL, "
         "'\"s\"', '[1, 2.50, \"x\", true]', '2001:db8::1/64', '2001:db8::/32', NULL, NULL, 'a.b_c.d1', "
-        "'''quoted'' weight:3A zero:1B', '!a <-> b')",
-        "(4" + ", NULL" * 17 + ")",
+        "'''quoted'' weight:3A zero:1B', '!a <-> b', NULL)",
+        "(4" + ", NULL" * 18 + ")",
     ), (
         "INSERT INTO public.t_text (id, nm, t, lt, tv, tq) VALUES (10, 'inserted', 'new', 'x.y', 'b a', 'a & b')",
         "UPDATE public.t_text SET t = 'changed', lt = 'x', tv = 'z' WHERE id = 1",
@@ -115,12 +116,16 @@ TABLES: tuple[Table, ...] = (
         "'1969-12-31 23:59:59.999', '1970-01-01 00:00:00+00', '1969-12-31 23:59:59.999+00', "
         "'-1 year -2 mons +3 days -04:05:06', '-1 mon', '0.000001 seconds')",
         "(6" + ", NULL" * 13 + ")",
+        "(7, '0044-03-15 BC', NULL, NULL, NULL, NULL, '1000-01-01 12:00:00', '0001-01-01 00:00:00 BC', "
+        "'1582-10-04 23:59:59.999', '1000-01-01 00:00:00+00', '0044-03-15 00:00:00+00 BC', "
+        "'-2147483648 days -596523 hours', '1 year 11 mons', '0.1 seconds')",
     ), (
         "INSERT INTO public.t_time VALUES (10, '4713-01-01 BC', '01:02:03', '01:02:03', '01:02:03.004', "
         "'01:02:03-01', '0001-01-01 00:00:00 BC', '0001-01-01 00:00:00', '0001-01-01 00:00:00.001', "
         "'4713-01-01 00:00:00+00 BC', '1000-01-01 00:00:00+00', '-2147483648 days -596523 hours', "
         "'-178000000 years', '-86399.999 seconds')",
         "UPDATE public.t_time SET d = 'infinity', ts = '-infinity', iv = '1 day' WHERE id = 1",
+        "UPDATE public.t_time SET t = '00:00:01' WHERE id IN (3, 4, 7)",
         "DELETE FROM public.t_time WHERE id = 2",
     )),
     Table("t_binary", (
@@ -166,19 +171,23 @@ TABLES: tuple[Table, ...] = (
         "CREATE TABLE public.t_arrays (id integer PRIMARY KEY, a_i2 smallint[], a_i4 integer[], a_i8 bigint[], "
         "a_t text[], a_vc varchar(5)[], a_n numeric[], a_n52 numeric(5,2)[], a_f4 real[], a_f8 float8[], "
         "a_b boolean[], a_d date[], a_ts timestamp[], a_tstz timestamptz[], a_tm time[], a_u uuid[], "
-        "a_jb jsonb[], a_js json[], a_by bytea[], a_ip inet[], a_m public.mood[], a_ch char(2)[], a_ci citext[])",
+        "a_jb jsonb[], a_js json[], a_by bytea[], a_ip inet[], a_m public.mood[], a_ch char(2)[], a_ci citext[], "
+        "a_iv interval[], a_pt point[], a_mo money[], a_nm name[], a_bit bit(3)[], a_lt ltree[], a_tsv tsvector[])",
     ), (
         "(1, '{1,2}', '{1,NULL,3}', '{9223372036854775807}', '{\"a b\",c,NULL,\"\\\"q\\\"\"}', '{x,yz}', "
         "'{1.5,-0.001}', '{1.50,2}', '{1.5,NaN}', '{2.5,Infinity}', '{t,f,NULL}', '{2024-01-01,infinity,-infinity}', "
         "'{\"2024-01-01 00:00:00.5\"}', '{\"2024-01-01 00:00:00+00\"}', '{12:00:00}', "
         "'{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', ARRAY['{\"a\":1}'::jsonb], ARRAY['[1]'::json], "
-        "ARRAY['\\x01'::bytea], '{10.0.0.1}', '{sad,happy}', '{ab,c}', '{AbC}')",
+        "ARRAY['\\x01'::bytea], '{10.0.0.1}', '{sad,happy}', '{ab,c}', '{AbC}', '{1 day}', '{\"(1,2)\"}', "
+        "'{1.50}', '{nm}', '{101,010}', '{a.b,c}', '{\"a b\"}')",
         "(2, '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', "
-        "'{}', '{}', '{}', '{}', '{}')",
-        "(3" + ", NULL" * 22 + ")",
+        "'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')",
+        "(3" + ", NULL" * 29 + ")",
+        "(4, NULL, '{{1,2},{3,4}}'" + ", NULL" * 27 + ")",
     ), (
         "INSERT INTO public.t_arrays (id, a_i4, a_m, a_d) VALUES (10, '{7}', '{ok}', '{1970-01-01}')",
         "UPDATE public.t_arrays SET a_i4 = '{4,5}', a_m = '{happy}' WHERE id = 1",
+        "UPDATE public.t_arrays SET a_i8 = '{{5},{6}}' WHERE id = 4",
         "DELETE FROM public.t_arrays WHERE id = 2",
     )),
     Table("t_defaults", (

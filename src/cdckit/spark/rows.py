@@ -94,7 +94,7 @@ def record(topic: str, key: str | None, value: str | bytes | None, *, op: str, p
 def event_rows(event: ChangeEvent, table_format: TableFormat, tombstones: bool) -> list[EventRow]:
     """The records of one change event: the event itself and, after a delete, its tombstone."""
     key_row = event.after if event.op in ("c", "r", "u") else event.before
-    key = table_format.key_json(key_row or {})
+    key = table_format.key_json(key_row or {}, read=event.op == "r")
     table = f"{event.schema}.{event.table}"
     rows = [record(table_format.topic, key, table_format.value_json(event, now_ms()), op=event.op,
                    position=event.position, ts_ms=event.source_ts_ms, table=table)]

@@ -135,10 +135,12 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
     return tables
 
 
+# The enum labels are those of the column's type or, for an array of an enum, of its element type.
 _COLUMNS_SQL = """
 SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
        CASE WHEN t.typtype = 'd' AND t.typtypmod <> -1 THEN t.typtypmod ELSE a.atttypmod END,
-       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid),
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+        WHERE e.enumtypid = CASE WHEN bt.typcategory = 'A' THEN bt.typelem ELSE bt.oid END),
        {generated},
        CASE WHEN t.typtype <> 'd' THEN pg_get_expr(d.adbin, d.adrelid) END
 FROM pg_attribute a
@@ -219,7 +221,8 @@ def _column_filter(schema: str, table: str, columns: Sequence[ColumnType], key_c
 
 _TYPES_SQL = """
 SELECT t.oid, bt.oid, bt.typname, CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE -1 END,
-       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = bt.oid),
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+        WHERE e.enumtypid = CASE WHEN bt.typcategory = 'A' THEN bt.typelem ELSE bt.oid END),
        t.typtype = 'd'
 FROM pg_type t JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 WHERE t.oid = ANY(%s)

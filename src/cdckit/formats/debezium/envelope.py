@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from cdckit.errors import UnsupportedValueError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Row
 from cdckit.formats.debezium.column_mappers import (
     ColumnMapping,
@@ -38,6 +40,9 @@ from cdckit.formats.debezium.sqlserver_types import (
     SqlServerMappingSettings,
     map_sqlserver_column,
 )
+
+logger = logging.getLogger(__name__)
+_DROPPED_WARNED: set[tuple[str, str, str, str]] = set()  # (schema, table, column, type) warned of in this process
 
 TRANSACTION_BLOCK_SCHEMA: dict[str, Any] = {
     "type": "struct",
@@ -161,6 +166,7 @@ class _Field:
     name: str  # the column name in the source row
     json_name: str  # the field name in messages (after field.name.adjustment.mode)
     mapped: MappedField
+    read_value: Callable[[Any], Any]  # the converter of a snapshot's value (Debezium reads those through JDBC)
     mapping: ColumnMapping
     placeholder: Any  # what an unavailable value (an unchanged TOASTed one) is written as
     fallback: Any  # what a NOT NULL column holds when the source sent no value (a key-only before image)
@@ -210,12 +216,17 @@ class TableFormat:
         if missing:
             raise ValueError(f"message.key.columns names {', '.join(missing)}, which table "
                              f"{table.schema}.{table.name} does not have")
-        self._key_fields = [self._field(by_name[name], key=True) for name in key_names]
-        self._value_fields = [self._field(column, key=False) for column in table.emitted_columns()]
-        # What row_payload needs of each field, unpacked once: it runs for every column of every event.
+        self._key_fields = [f for name in key_names if (f := self._field(by_name[name], key=True)) is not None]
+        self._value_fields = [f for column in table.emitted_columns()
+                              if (f := self._field(column, key=False)) is not None]
+        # What row_payload needs of each field, unpacked once: it runs for every column of every event. A
+        # snapshot's rows take the JDBC converters (see MappedField.read_value).
         self._value_plan: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], Any] | None, Any, Any, Any]] = [
             (f.name, f.json_name, f.mapped.convert_value, f.mapping.mapper, f.placeholder,
              f.fallback, f.default) for f in self._value_fields]
+        self._read_plan = [(name, json_name, f.read_value, mapper, placeholder, fallback, default) for
+                           (name, json_name, _convert, mapper, placeholder, fallback, default), f in
+                           zip(self._value_plan, self._value_fields, strict=True)]
         base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
         base += f"{table.schema}.{table.name}"
 
@@ -252,7 +263,9 @@ class TableFormat:
                 return columns
         return tuple(table.key_columns)
 
-    def _field(self, column: AnyColumn, key: bool) -> _Field:
+    def _field(self, column: AnyColumn, key: bool) -> _Field | None:
+        """The field of a column; None where Debezium has no converter for its type (left out, with a warning
+        once per process, in Debezium's words)."""
         settings = self.settings
         if key and column.optional:
             column = replace(column, optional=False)
@@ -262,7 +275,11 @@ class TableFormat:
             length = -1 if column.max_length < 0 else column.max_length // (2 if column.type_name[0] == "n" else 1)
             placeholder = PLACEHOLDER if character else None
         else:
-            mapped = map_column(column, settings.mapping)
+            found = map_column(column, settings.mapping)
+            if found is None:
+                self._warn_dropped(column)
+                return None
+            mapped = found
             character = column.type_name in _PG_CHARACTER
             length = column.modifier - 4 if column.type_name in ("varchar", "bpchar") and column.modifier > 4 else -1
             placeholder = unavailable_value(column, settings.mapping)
@@ -272,8 +289,16 @@ class TableFormat:
         schema = {**mapped.schema, "field": json_name}
         if mapping.parameters:
             schema = _with_parameters(schema, mapping.parameters)
-        return _Field(column.name, json_name, MappedField(schema, mapped.convert_value), mapping,
-                      placeholder, _fallback(schema), schema.get("default"))
+        return _Field(column.name, json_name, MappedField(schema, mapped.convert_value),
+                      mapped.read_value or mapped.convert_value, mapping, placeholder, _fallback(schema),
+                      schema.get("default"))
+
+    def _warn_dropped(self, column: ColumnType) -> None:
+        seen = (self.table.schema, self.table.name, column.name, column.type_name)
+        if seen not in _DROPPED_WARNED:
+            _DROPPED_WARNED.add(seen)
+            logger.warning("No converter found for column %s.%s.%s of type %s. The column will not be part of "
+                           "change events for that table.", *seen)
 
     def _value_schema(self, value_field: _Field) -> dict[str, Any]:
         schema = value_field.mapped.schema
@@ -284,18 +309,21 @@ class TableFormat:
                 "optional": True, "field": schema["field"]}
 
     # -- payloads ----------------------------------------------------------------------------------
-    def key_payload(self, row: Row) -> dict[str, Any]:
-        # A key column the change did not carry (an old key of REPLICA IDENTITY USING INDEX) holds its default, or
-        # else its type's neutral value, as Debezium's key does.
-        return {f.json_name: f.fallback if row.get(f.name) is None else f.mapped.convert_value(row.get(f.name))
+    def key_payload(self, row: Row, read: bool = False) -> dict[str, Any]:
+        """The key of a row; ``read``: a snapshot's row. A key column the change did not carry (an old key of
+        REPLICA IDENTITY USING INDEX) holds its default, or else its type's neutral value, as Debezium's key does."""
+        return {f.json_name: f.fallback if row.get(f.name) is None
+                else (f.read_value if read else f.mapped.convert_value)(row.get(f.name))
                 for f in self._key_fields}
 
-    def row_payload(self, row: Row | None) -> dict[str, Any] | None:
+    def row_payload(self, row: Row | None, read: bool = False) -> dict[str, Any] | None:
+        """The before or after image of a row; ``read``: a snapshot's row."""
         if row is None:
             return None
         if not self.settings.wrap_values:
             out: dict[str, Any] = {}
-            for name, json_name, convert, mapper, placeholder, fallback, default in self._value_plan:
+            for name, json_name, convert, mapper, placeholder, fallback, default in (
+                    self._read_plan if read else self._value_plan):
                 value = row.get(name)
                 if value is None:
                     converted = fallback
@@ -309,7 +337,8 @@ class TableFormat:
             return out
         # yboutput: every column as {"value": v, "set": true}; a column the change did not carry is null.
         out = {}
-        for name, json_name, convert, mapper, _placeholder, fallback, default in self._value_plan:
+        for name, json_name, convert, mapper, _placeholder, fallback, default in (
+                self._read_plan if read else self._value_plan):
             value = row.get(name, UNAVAILABLE)
             if value is UNAVAILABLE:
                 out[json_name] = None
@@ -320,17 +349,22 @@ class TableFormat:
         return out
 
     # -- serialized messages -----------------------------------------------------------------------
-    def key_json(self, row: Row) -> str | None:
-        """The key; None for a table without key columns (Debezium's null key)."""
+    def key_json(self, row: Row, read: bool = False) -> str | None:
+        """The key; None for a table without key columns (Debezium's null key). ``read``: a snapshot's row."""
         if not self._key_fields:
             return None
-        payload = dumps(self.key_payload(row))
+        payload = dumps(self.key_payload(row, read))
         return self._key_prefix + payload + "}" if self.settings.key_schemas_enable else payload
 
     def value_payload(self, event: ChangeEvent, processed_ts_ms: int) -> dict[str, Any]:
+        read = event.op == "r"  # a snapshot's row: Debezium reads those through JDBC
+        try:
+            before, after = self.row_payload(event.before, read), self.row_payload(event.after, read)
+        except UnsupportedValueError as error:
+            raise UnsupportedValueError(f"table {self.table.schema}.{self.table.name}: {error}") from None
         return {
-            "before": self.row_payload(event.before),
-            "after": self.row_payload(event.after),
+            "before": before,
+            "after": after,
             "source": self.source.payload(event, self.settings.topic_prefix, self.database),
             "op": event.op,
             "ts_ms": processed_ts_ms,

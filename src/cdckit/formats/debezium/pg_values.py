@@ -7,6 +7,7 @@ both PostgreSQL and java.time count), instants are integer microseconds since 19
 from __future__ import annotations
 
 import base64
+import math
 import re
 from collections.abc import Callable
 from datetime import date as _date
@@ -18,6 +19,15 @@ MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
 MICROS_PER_AVG_MONTH = 2_629_800 * MICROS_PER_SECOND
 POSITIVE_INFINITY_TIMESTAMP = 9223372036825200000  # org.postgresql.PGStatement.DATE_POSITIVE_INFINITY
 NEGATIVE_INFINITY_TIMESTAMP = -9223372036832400000  # org.postgresql.PGStatement.DATE_NEGATIVE_INFINITY
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+# A date 'infinity' as Debezium 2.5.2 writes it. Read through JDBC (snapshot, and array elements everywhere):
+# java.sql.Date(PGStatement.DATE_POSITIVE_INFINITY).toLocalDate().toEpochDay(), cast to a Java int.
+JDBC_POSITIVE_INFINITY_DAYS = -622191234
+JDBC_NEGATIVE_INFINITY_DAYS = -625821272
+# Decoded from pgoutput (stream): PostgresValueConverter.POSITIVE_INFINITY_LOCAL_DATE, -5877611-06-21 (and
+# NEGATIVE_INFINITY_LOCAL_DATE, one day later), in epoch days.
+STREAM_POSITIVE_INFINITY_DAYS = -2147472692
+STREAM_NEGATIVE_INFINITY_DAYS = -2147472691
 
 _DATE = re.compile(r"(\d{4,})-(\d{2})-(\d{2})")
 _TIME = r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"
@@ -53,12 +63,28 @@ def civil_from_days(days: int) -> tuple[int, int, int]:
     return yoe + era * 400 + (1 if month <= 2 else 0), month, day
 
 
-def _days(year: str, month: str, day: str, bc: str | None) -> int:
+_JULIAN_EPOCH_DAY = 2440588  # the Julian day number of 1970-01-01
+_GREGORIAN_CUTOVER = (1582, 10, 15)
+
+
+def days_from_julian(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a Julian calendar date (astronomical year numbering)."""
+    a = (14 - month) // 12
+    y = year + 4800 - a
+    m = month + 12 * a - 3
+    return day + (153 * m + 2) // 5 + 365 * y + y // 4 - 32083 - _JULIAN_EPOCH_DAY
+
+
+def _days(year: str, month: str, day: str, bc: str | None, jdbc: bool = False) -> int:
+    """Epoch days of a date label. With ``jdbc``, as pgjdbc's java.sql.Timestamp reads it: labels before the
+    Gregorian cutover (1582-10-15) are Julian calendar dates, as java.util.GregorianCalendar counts them."""
     y, m, d = int(year), int(month), int(day)
     if bc:
         y = 1 - y
     if not 1 <= m <= 12 or not 1 <= d <= 31 or civil_from_days(days_from_civil(y, m, d)) != (y, m, d):
         raise ValueError(f"invalid date {year}-{month}-{day}")
+    if jdbc and (y, m, d) < _GREGORIAN_CUTOVER:
+        return days_from_julian(y, m, d)
     return days_from_civil(y, m, d)
 
 
@@ -95,16 +121,16 @@ def parse_time(text: str) -> int:
     return _micros_of_day(g[0], g[1], g[2], g[3])
 
 
-def parse_timestamp(text: str) -> int:
-    """'2018-06-20 13:13:16.945104' (read as UTC) -> microseconds since epoch."""
+def parse_timestamp(text: str, jdbc: bool = False) -> int:
+    """'2018-06-20 13:13:16.945104' (read as UTC) -> microseconds since epoch (``jdbc``: see ``_days``)."""
     g = _match(_TIMESTAMP_RE, text, "timestamp").groups()
-    return _days(g[0], g[1], g[2], g[7]) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
+    return _days(g[0], g[1], g[2], g[7], jdbc) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
 
 
-def parse_timestamptz(text: str) -> int:
-    """'2018-06-20 15:13:16.945104+02' -> microseconds since epoch (UTC instant)."""
+def parse_timestamptz(text: str, jdbc: bool = False) -> int:
+    """'2018-06-20 15:13:16.945104+02' -> microseconds since epoch (UTC instant; ``jdbc``: see ``_days``)."""
     g = _match(_TIMESTAMPTZ_RE, text, "timestamptz").groups()
-    local = _days(g[0], g[1], g[2], g[11]) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
+    local = _days(g[0], g[1], g[2], g[11], jdbc) * MICROS_PER_DAY + _micros_of_day(g[3], g[4], g[5], g[6])
     return local - _offset_seconds(g[7], g[8], g[9], g[10]) * MICROS_PER_SECOND
 
 
@@ -118,7 +144,7 @@ def parse_timetz(text: str) -> int:
 _EPOCH_ORDINAL = 719_163  # datetime.date(1970, 1, 1).toordinal()
 
 
-def date_days(text: str) -> int:
+def _date_days(text: str, infinities: tuple[int, int]) -> int:
     # The common case, 'YYYY-MM-DD' in years 1-9999, through the C date parser; anything else (BC, years past
     # 9999, infinities, bad input) takes the exact parser below.
     if len(text) == 10 and text[4] == "-" and text[7] == "-" and text[5] != "W":
@@ -126,9 +152,51 @@ def date_days(text: str) -> int:
             return _date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
         except ValueError:
             pass
-    if text.strip() in ("infinity", "-infinity"):
-        raise ValueError(f"date {text!r} has no io.debezium.time.Date representation")
+    stripped = text.strip()
+    if stripped == "infinity":
+        return infinities[0]
+    if stripped == "-infinity":
+        return infinities[1]
     return parse_date(text)
+
+
+def date_days(text: str) -> int:
+    """A date decoded from the stream -> epoch days (the infinities as Debezium's stream writes them)."""
+    return _date_days(text, (STREAM_POSITIVE_INFINITY_DAYS, STREAM_NEGATIVE_INFINITY_DAYS))
+
+
+def jdbc_date_days(text: str) -> int:
+    """A date Debezium reads through JDBC (snapshot rows, array elements) -> epoch days. java.sql.Date's
+    toLocalDate() keeps the label but takes the year of era, so '0044-03-15 BC' becomes 0044-03-15."""
+    stripped = text.strip()
+    if stripped.endswith(" BC"):
+        stripped = stripped[:-3]
+    return _date_days(stripped, (JDBC_POSITIVE_INFINITY_DAYS, JDBC_NEGATIVE_INFINITY_DAYS))
+
+
+def java_long(value: float) -> int:
+    """Java's (long) cast of a double: toward zero, saturated at the long range, NaN -> 0."""
+    if value != value:
+        return 0
+    if value >= 2.0**63:
+        return JAVA_LONG_MAX
+    if value <= -(2.0**63):
+        return JAVA_LONG_MIN
+    return int(value)
+
+
+def wrap_long(value: int) -> int:
+    """Java long arithmetic: the value modulo 2**64, in the signed range."""
+    return (value - JAVA_LONG_MIN) % 2**64 + JAVA_LONG_MIN
+
+
+def epoch_micros(micros: int) -> int:
+    """Microseconds since the epoch as io.debezium.time.Conversions.toEpochMicros(Instant) computes them:
+    TimeUnit.SECONDS.toMicros(epochSecond), which saturates, plus the micro of second in long arithmetic
+    ('294276-12-31 23:59:59.999999' -> -9223372036853775810)."""
+    seconds, fraction = divmod(micros, MICROS_PER_SECOND)
+    whole = max(JAVA_LONG_MIN, min(JAVA_LONG_MAX, seconds * MICROS_PER_SECOND))
+    return wrap_long(whole + fraction)
 
 
 def floor_millis(micros: int) -> int:
@@ -139,14 +207,16 @@ def time_millis(text: str) -> int:
     return floor_millis(parse_time(text))
 
 
-def timestamp_converter(to_unit: Callable[[int], int]) -> Callable[[str], int]:
+def timestamp_converter(to_unit: Callable[[int], int], jdbc: bool = False) -> Callable[[str], int]:
+    """``to_unit`` turns epoch microseconds into the schema's unit; the infinities are pgjdbc's sentinels, read
+    as microseconds (9223372036825200000, or 9223372036825200 in milliseconds). ``jdbc``: see ``_days``."""
     def convert(text: str) -> int:
         stripped = text.strip()
         if stripped == "infinity":
-            return POSITIVE_INFINITY_TIMESTAMP
+            return to_unit(POSITIVE_INFINITY_TIMESTAMP)
         if stripped == "-infinity":
-            return NEGATIVE_INFINITY_TIMESTAMP
-        return to_unit(parse_timestamp(stripped))
+            return to_unit(NEGATIVE_INFINITY_TIMESTAMP)
+        return to_unit(parse_timestamp(stripped, jdbc))
 
     return convert
 
@@ -154,21 +224,21 @@ def timestamp_converter(to_unit: Callable[[int], int]) -> Callable[[str], int]:
 _UTC_TIMESTAMPTZ_RE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d*[1-9])?\+00")
 
 
-def timestamptz_iso(text: str, precision: int | None = None) -> str:
+def timestamptz_iso(text: str, precision: int | None = None, jdbc: bool = False) -> str:
     """A timestamptz as Debezium's ZonedTimestamp: UTC, ISO 8601. With the column's ``precision`` (0-6; plain
     timestamptz is 6), the fraction has exactly that many digits, as Debezium 2.5's PostgreSQL connector writes
     it ('2024-03-05T10:20:05.120000Z'); without it, trailing zeros are trimmed."""
     stripped = text.strip()
     if stripped in ("infinity", "-infinity"):
         return stripped
-    if _UTC_TIMESTAMPTZ_RE.fullmatch(stripped):
+    if _UTC_TIMESTAMPTZ_RE.fullmatch(stripped) and (not jdbc or stripped[:10] >= "1582-10-15"):
         # Already UTC (cdckit's sessions use TimeZone=UTC) in years 0001-9999 with trimmed fraction digits:
         # only the separators (and the fraction's width) differ from the ISO form.
         if precision is None:
             return stripped[:10] + "T" + stripped[11:-3] + "Z"
         fraction = "." + stripped[20:-3].ljust(precision, "0") if precision > 0 else ""
         return stripped[:10] + "T" + stripped[11:19] + fraction + "Z"
-    return format_iso_utc_timestamp(parse_timestamptz(stripped), precision)
+    return format_iso_utc_timestamp(parse_timestamptz(stripped, jdbc), precision)
 
 
 def _fraction(micros: int, width: int | None = None) -> str:
@@ -226,22 +296,71 @@ def parse_interval(text: str) -> tuple[int, int, int]:
     return months, days, micros
 
 
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def _java_int(text: str, whole: str) -> int:
+    value = int(text)
+    if not -_JAVA_INT_MAX - 1 <= value <= _JAVA_INT_MAX:
+        raise OverflowError(f"interval {whole!r} has a field beyond a Java int, which pgjdbc's PGInterval (and "
+                            "so Debezium 2.5.2) cannot read")
+    return value
+
+
+def pg_interval(text: str) -> tuple[int, int, int, int, int, float]:
+    """(years, months, days, hours, minutes, seconds) as pgjdbc 42.6's PGInterval reads IntervalStyle 'postgres'
+    text, the seconds a double rounded to whole microseconds (PGInterval.setSeconds / getSeconds)."""
+    if _INTERVAL_UNIT.sub("", _INTERVAL_TIME.sub("", text.strip())).strip():
+        raise ValueError(f"cannot parse interval value {text!r} (IntervalStyle must be 'postgres')")
+    years = months = days = hours = minutes = 0
+    seconds = 0.0
+    value_token: str | None = None
+    for position, token in enumerate(text.replace("+", " ").split(), start=1):
+        if position % 2 == 1:
+            end_hours = token.find(":")
+            if end_hours == -1:
+                value_token = token
+                continue
+            negative = token.startswith("-")
+            offset = 1 if negative else 0
+            hours = _java_int(token[offset:end_hours], text)
+            minutes = int(token[end_hours + 1:end_hours + 3])
+            end_minutes = token.find(":", end_hours + 1)
+            if end_minutes != -1:
+                seconds = float(token[end_minutes + 1:])
+            if negative:
+                hours, minutes, seconds = -hours, -minutes, -seconds
+            value_token = None
+        elif value_token is not None:
+            if token.startswith("year"):
+                years = _java_int(value_token, text)
+            elif token.startswith("mon"):
+                months = _java_int(value_token, text)
+            elif token.startswith("day"):
+                days = _java_int(value_token, text)
+    whole_seconds = int(seconds)
+    micros = math.floor((seconds - whole_seconds) * 1e6 + 0.5)  # Math.round
+    return years, months, days, hours, minutes, whole_seconds + micros / 1e6
+
+
+_DAYS_PER_MONTH_AVG = 365.25 / 12  # MicroDuration.DAYS_PER_MONTH_AVG
+
+
 def interval_micros(text: str) -> int:
-    """io.debezium.time.MicroDuration: months count as 30.4375 days."""
-    months, days, micros = parse_interval(text)
-    return months * MICROS_PER_AVG_MONTH + days * MICROS_PER_DAY + micros
+    """io.debezium.time.MicroDuration.durationMicros of the PGInterval: double arithmetic with 30.4375-day
+    months, then Java's (long) cast, which saturates ('178000000 years' -> 9223372036854775807)."""
+    years, months, days, hours, minutes, seconds = pg_interval(text)
+    number_of_days = float(years * 12 + months) * _DAYS_PER_MONTH_AVG + days
+    number_of_seconds = (((number_of_days * 24 + hours) * 60) + minutes) * 60 + seconds
+    return java_long(number_of_seconds * 1e6)
 
 
 def interval_iso(text: str) -> str:
-    """io.debezium.time.Interval: 'P1Y2M3DT4H5M6.78S' (every component printed, as Debezium does)."""
-    months, days, micros = parse_interval(text)
-    years = abs(months) // 12 * (-1 if months < 0 else 1)  # truncate toward zero, as PostgreSQL prints it
-    month = months - 12 * years
-    sign = -1 if micros < 0 else 1
-    hours, rem = divmod(abs(micros), 3600 * MICROS_PER_SECOND)
-    minutes, rem = divmod(rem, 60 * MICROS_PER_SECOND)
-    seconds = plain_decimal(sign * rem, 6)
-    return f"P{years}Y{month}M{days}DT{sign * hours}H{sign * minutes}M{seconds}S"
+    """io.debezium.time.Interval.toIsoString of the PGInterval: 'P1Y2M3DT4H5M6.78S', every component printed,
+    the seconds as BigDecimal.valueOf(double) without trailing zeros."""
+    years, months, days, hours, minutes, seconds = pg_interval(text)
+    second_text = "0" if seconds == 0 else format(Decimal(java_float_text(repr(seconds))).normalize(), "f")
+    return f"P{years}Y{months}M{days}DT{hours}H{minutes}M{second_text}S"
 
 
 def plain_decimal(unscaled: int, scale: int, strip: bool = True) -> str:
@@ -415,6 +534,32 @@ def parse_array(text: str) -> list[str | None]:
         if body[i] == ",":
             i += 1
     return elements
+
+
+def array_outer_length(text: str) -> int:
+    """The number of elements of an array literal's outer dimension ('{{1,2},{3,4}}' -> 2)."""
+    body = text.strip()
+    if body.startswith("["):
+        body = body.split("=", 1)[1]
+    depth, count, quoted, escaped = 0, 0, False, False
+    for char in body:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char == "{":
+            depth += 1
+            if depth == 2 and count == 0:
+                count = 1
+        elif char == "}":
+            depth -= 1
+        elif char == "," and depth == 1:
+            count += 1
+    return count
 
 
 def parse_hstore(text: str) -> dict[str, str | None]:
