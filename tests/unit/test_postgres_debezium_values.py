@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cdckit.dialect.postgres.catalog import select_tables
 from cdckit.errors import UnsupportedValueError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import FormatSettings, TableFormat
@@ -249,3 +250,29 @@ def test_numeric_nan_in_precise_mode_stops_naming_table_column_and_remedy() -> N
     with pytest.raises(UnsupportedValueError, match=r"table public\.t_geometry: column 'n' holds numeric NaN.*"
                                                     r"decimal\.handling\.mode=string or double"):
         fmt.value_json(_event("r", {"id": 1, "n": "NaN"}), 0)
+
+
+# ---- floats: Java writes two significant digits at least ----
+
+
+@pytest.mark.parametrize(("type_name", "postgres_text", "debezium"), [
+    ("float4", "1e-45", "1.4E-45"),   # Float.MIN_VALUE, as Debezium wrote it in the corpus
+    ("float4", "3e-45", "2.8E-45"),
+    ("float8", "5e-324", "4.9E-324"),  # Double.MIN_VALUE
+    ("float4", "1e-05", "1.0E-5"),    # one digit where two add nothing
+    ("float8", "0.1", "0.1"),
+    ("float8", "100", "100.0"),
+])
+def test_floats_take_javas_two_digit_nearest_form(type_name: str, postgres_text: str, debezium: str) -> None:
+    assert text(field(type_name).convert(postgres_text)) == debezium
+
+
+# ---- which tables, in which order ----
+
+
+def test_tables_come_in_debeziums_snapshot_order_include_list_entry_by_entry() -> None:
+    candidates = [("public", name) for name in ("b_2", "a", "b_1", "zz", "c")]
+    assert select_tables(candidates, {"table.include.list": r"public\.zz,public\.b_.*,public\.a"}) == [
+        ("public", "zz"), ("public", "b_1"), ("public", "b_2"), ("public", "a")]
+    assert select_tables(candidates, {}) == [("public", n) for n in ("a", "b_1", "b_2", "c", "zz")]
+    assert select_tables(candidates, {"table.include.list": r"public\..*,public\.a"})[0] == ("public", "a")

@@ -68,7 +68,10 @@ def _matches(patterns: Sequence[str], text: str) -> bool:
 
 
 def select_tables(candidates: Sequence[tuple[str, str]], options: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Apply Debezium's anchored, case-insensitive schema/table include and exclude lists."""
+    """Apply Debezium's anchored, case-insensitive schema/table include and exclude lists.
+
+    The tables come in the order Debezium snapshots them (RelationalSnapshotChangeEventSource): for each
+    ``table.include.list`` entry in turn, the tables it matches sorted by ``schema.table``, each table once."""
     def listed(name: str) -> list[str]:
         return [item.strip() for item in options.get(name, "").split(",") if item.strip()]
 
@@ -86,11 +89,16 @@ def select_tables(candidates: Sequence[tuple[str, str]], options: Mapping[str, s
         if table_out and _matches(table_out, qualified):
             continue
         chosen.append((schema, table))
-    return chosen
+    ordered: dict[tuple[str, str], None] = {}
+    for pattern in table_in or [".*"]:
+        for schema, table in sorted(chosen, key=lambda found: f"{found[0]}.{found[1]}"):
+            if re.fullmatch(pattern, f"{schema}.{table}", flags=re.IGNORECASE):
+                ordered.setdefault((schema, table))
+    return list(ordered)
 
 
 def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
-    """The captured tables, in schema/table order, with columns and primary keys.
+    """The captured tables, in the order Debezium snapshots them (``select_tables``), with columns and keys.
 
     Partitions are tables like any other, as Debezium captures them (each on its own topic); a partitioned
     table's root is one too. A table without a primary key is captured with a null key, as Debezium does.

@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import math
 import re
+import struct
 from collections.abc import Callable
 from datetime import date as _date
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
@@ -459,15 +460,20 @@ _NON_FINITE = {"NaN": "NaN", "nan": "NaN", "Infinity": "Infinity", "inf": "Infin
                "-inf": "-Infinity"}
 
 
-def java_float_text(text: str) -> str:
-    """A float4 / float8 value ('1.5', '1e+300', '-0', '1e-05'; PostgreSQL's shortest round-trip digits, which
-    cdckit's sessions ask for) as Java's Float/Double.toString writes it, which is what Jackson writes for
-    Kafka Connect: decimal notation from 10^-3 up to 10^7 with at least one fraction digit ('100.0', '0.001'),
-    else one digit, a fraction and an exponent ('1.0E300', '1.0E-4'). NaN and the infinities keep their names."""
+def java_float_text(text: str, bits: int = 64) -> str:
+    """A float4 (``bits`` 32) / float8 value ('1.5', '1e+300', '-0', '1e-05'; PostgreSQL's shortest round-trip
+    digits, which cdckit's sessions ask for) as Java's Float/Double.toString writes it, which is what Jackson
+    writes for Kafka Connect: decimal notation from 10^-3 up to 10^7 with at least one fraction digit ('100.0',
+    '0.001'), else one digit, a fraction and an exponent ('1.0E300', '1.0E-4'). NaN and the infinities keep their
+    names. Java writes two significant digits at least: where one digit round-trips, it takes the two-digit
+    decimal nearest the binary value when that round-trips too (Float.MIN_VALUE is '1.4E-45', not '1.0E-45')."""
     stripped = text.strip()
     if stripped in _NON_FINITE:
         return _NON_FINITE[stripped]
-    sign, digit_tuple, exponent = Decimal(stripped).as_tuple()
+    decimal = Decimal(stripped)
+    if len(decimal.normalize().as_tuple().digits) == 1 and decimal:
+        decimal = _two_digits(decimal, bits)
+    sign, digit_tuple, exponent = decimal.as_tuple()
     assert isinstance(exponent, int)
     digits = "".join(map(str, digit_tuple)).lstrip("0")
     minus = "-" if sign else ""
@@ -483,6 +489,19 @@ def java_float_text(text: str) -> str:
             return f"{minus}{whole}.{digits[point + 1:] or '0'}"
         return f"{minus}0.{'0' * (-point - 1)}{digits}"
     return f"{minus}{digits[0]}.{digits[1:] or '0'}E{point}"
+
+
+def _binary(value: float, bits: int) -> bytes:
+    return struct.pack(">f" if bits == 32 else ">d", value)
+
+
+def _two_digits(one_digit: Decimal, bits: int) -> Decimal:
+    """The two-significant-digit decimal nearest the binary value of ``one_digit`` when it reads back as the same
+    binary value, else ``one_digit``."""
+    binary = _binary(float(one_digit), bits)
+    exact = Decimal(struct.unpack(">f" if bits == 32 else ">d", binary)[0])
+    nearest = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), rounding=ROUND_HALF_EVEN)
+    return nearest if _binary(float(nearest), bits) == binary else one_digit
 
 
 def parse_bool(text: str) -> bool:

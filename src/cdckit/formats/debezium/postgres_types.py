@@ -173,11 +173,16 @@ def _one(schema: Callable[[ColumnType], Schema], convert: TextConverter, read: T
     return TypeRow(None, {"*": TypeRule(schema, _always(convert), None if read is None else _always(read))})
 
 
-def _json_float(text: str) -> Any:
-    """A float for the envelope as Jackson writes a Java float or double: the number in Java's notation (a raw
-    JSON fragment: '1.0E300', '100.0'), NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"."""
-    java = pv.java_float_text(text)
+def _json_float(text: str, bits: int = 64) -> Any:
+    """A float for the envelope as Jackson writes a Java float (``bits`` 32) or double: the number in Java's
+    notation (a raw JSON fragment: '1.0E300', '100.0'), NaN and the infinities as the strings "NaN", "Infinity",
+    "-Infinity"."""
+    java = pv.java_float_text(text, bits)
     return java if java in ("NaN", "Infinity", "-Infinity") else orjson.Fragment(java.encode())
+
+
+def _json_float32(text: str) -> Any:
+    return _json_float(text, 32)
 
 
 def _double_of(text: str) -> Any:
@@ -441,7 +446,7 @@ TYPE_REGISTRY: dict[str, TypeRow] = {
     "int4": _one(_fixed("int32"), int),
     "int8": _one(_fixed("int64"), int),
     "oid": _one(_fixed("int64"), int),
-    "float4": _one(_fixed("float"), _json_float),
+    "float4": _one(_fixed("float"), _json_float32),
     "float8": _one(_fixed("double"), _json_float),
     "numeric": _NUMERIC_ROW,
     "decimal": _NUMERIC_ROW,
