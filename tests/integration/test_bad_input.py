@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import execute, make_config
+from helpers import execute, fetch, make_config
 
 from cdckit.cli import main
 from cdckit.dialect.postgres.catalog import discover_tables
 from cdckit.dialect.postgres.connection import connect
+from cdckit.errors import SourcePreconditionError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
+from cdckit.pipeline import prepare_source
 
 pytestmark = [pytest.mark.postgres]
 
@@ -117,12 +119,19 @@ def test_unknown_and_invalid_properties_are_reported_together(workdir: Path,
     assert "hunter2-secret" not in output
 
 
-def test_unsupported_column_type_is_named_before_spark_starts(postgres: Any, database: str, workdir: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    execute(postgres.dsn(database), "CREATE TABLE public.places (id integer PRIMARY KEY, location point)")
-    status, output = _run(capsys, "snapshot", str(_write_config(workdir, _properties(postgres, database, workdir))))
-    assert status == 2
-    assert "location" in output and "point" in output and "column.exclude.list" in output
+@pytest.mark.spark
+def test_column_of_a_type_debezium_drops_is_left_out_with_its_warning(
+        postgres: Any, database: str, workdir: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    execute(postgres.dsn(database), "CREATE TABLE public.docs (id integer PRIMARY KEY, body tsvector)",
+            "INSERT INTO public.docs VALUES (1, 'a fat cat')")
+    with caplog.at_level(logging.WARNING, logger="cdckit"):
+        status, _ = _run(capsys, "snapshot", str(_write_config(workdir, _properties(postgres, database, workdir))))
+    assert status == 0
+    assert ("No converter found for column public.docs.body of type tsvector. The column will not be part of "
+            "change events for that table.") in caplog.text
+    value = json.loads((workdir / "out" / "it.public.docs" / "snapshot-00000.jsonl").read_text())["value"]
+    assert value["payload"]["after"] == {"id": 1}
 
 
 @pytest.mark.spark
@@ -133,11 +142,12 @@ def test_failure_inside_a_spark_task_is_reported_as_one_clear_line(postgres: Any
     execute(dsn, "CREATE TABLE public.places (id integer PRIMARY KEY)")
     config_file = _write_config(workdir, _properties(postgres, database, workdir))
     assert _run(capsys, "snapshot", str(config_file))[0] == 0
-    # A column of a type without a mapping appears while streaming: the executor decoding it must fail loudly.
-    execute(dsn, "ALTER TABLE public.places ADD COLUMN location point", "INSERT INTO public.places VALUES (1, '(1,2)')")
+    # A value Debezium's default decimal mode cannot write arrives while streaming: the executor decoding it must
+    # fail loudly, as Debezium stops on it, and say what to do.
+    execute(dsn, "ALTER TABLE public.places ADD COLUMN amount numeric", "INSERT INTO public.places VALUES (1, 'NaN')")
     status, output = _run(capsys, "stream", str(config_file))
     assert status == 2
-    assert "location" in output and "point" in output and "column.exclude.list" in output
+    assert "amount" in output and "NaN" in output and "decimal.handling.mode" in output
     assert "Traceback" not in output and "JVM stacktrace" not in output
 
 
@@ -154,3 +164,25 @@ def test_spark_redacts_every_kind_of_secret_option(spark: Any) -> None:
     shown = dict((redacted.apply(i)._1(), redacted.apply(i)._2()) for i in range(redacted.size()))
     assert shown["database.hostname"] == "db.example.com"
     assert all(shown[key] != value for key, value in pairs if key != "database.hostname")
+
+
+def test_partitioned_table_in_a_publication_not_via_its_root_is_refused_with_both_fixes(
+        postgres: Any, database: str, workdir: Path) -> None:
+    execute(postgres.dsn(database),
+            "CREATE TABLE public.metrics (id integer, day date, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)",
+            "CREATE TABLE public.metrics_2024 PARTITION OF public.metrics FOR VALUES FROM ('2024-01-01') TO "
+            "('2025-01-01')", f"CREATE PUBLICATION pub_{database} FOR TABLE public.metrics")
+    config = make_config(postgres, database, workdir, **{"table.include.list": "public.metrics",
+                                                          "publication.autocreate.mode": "disabled"})
+    with pytest.raises(SourcePreconditionError) as refused:
+        prepare_source(config)
+    message = str(refused.value)
+    assert "public.metrics is a partitioned table" in message
+    assert f"ALTER PUBLICATION pub_{database} SET (publish_via_partition_root = true)" in message
+    assert "capture the partitions instead" in message
+    # With the publication cdckit sets (filtered), the root is published via itself and captured.
+    filtered = make_config(postgres, database, workdir, **{"table.include.list": "public.metrics"})
+    _, tables = prepare_source(filtered)
+    assert [(t.name, t.partitioned) for t in tables] == [("metrics", True)]
+    assert fetch(postgres.dsn(database), f"SELECT pubviaroot FROM pg_publication WHERE pubname = 'pub_{database}'"
+                 ) == [(True,)]

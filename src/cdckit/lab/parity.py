@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+from psycopg2 import sql
 
 from cdckit.config import validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
@@ -226,9 +227,11 @@ def settings_for(profile: Profile, tables: Iterable[Table]) -> dict[str, str]:
 
 
 def run_debezium_to_file(dsn_properties: Mapping[str, str], work_dir: Path, settings: Mapping[str, str], *,
-                         slot: str, tables: Sequence[Table], timeout_s: float = 300.0) -> Path:
-    """Debezium 2.5.2 over the corpus: its snapshot, then the changes; stopped once the sentinel's change and
-    what follows it (its transaction's END) arrived. Returns the records file."""
+                         slot: str, captured: Sequence[Table], changed: Sequence[Table],
+                         timeout_s: float = 300.0) -> Path:
+    """Debezium 2.5.2 over the ``captured`` tables of the corpus: its snapshot, then the changes of the
+    ``changed`` ones; stopped once the sentinel's change and what follows it (its transaction's END) arrived.
+    Returns the records file."""
     work_dir.mkdir(parents=True, exist_ok=True)
     output = work_dir / "debezium-records.jsonl"
     output.unlink(missing_ok=True)
@@ -238,6 +241,12 @@ def run_debezium_to_file(dsn_properties: Mapping[str, str], work_dir: Path, sett
     properties = dbz.server_properties(dsn_properties, "unused:9092", work_dir, table_include=settings[
         "table.include.list"], snapshot_mode="initial", slot_name=slot, publication_name=slot,
         topic_prefix=PREFIX, extra=extra)
+    # As a Debezium user must for a table captured through its partitioned root: a publication that publishes
+    # via the root (Debezium's filtered mode then sets its tables and keeps that).
+    names = sql.SQL(", ").join(sql.Identifier(*name.split(".")) for t in captured for name in t.include)
+    with contextlib.closing(dbz._connect(dsn_properties)) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
+            sql.Identifier(slot), names))
     server = dbz.DebeziumServer(work_dir, properties, version=dbz.FORMAT_VERSION)
     server.start()
     deadline = time.monotonic() + timeout_s
@@ -251,7 +260,7 @@ def run_debezium_to_file(dsn_properties: Mapping[str, str], work_dir: Path, sett
                 time.sleep(0.1)
 
         wait(lambda: dbz.slot_active(dsn_properties, slot), f"slot {slot} not active")
-        apply_changes(dsn_properties, tables)
+        apply_changes(dsn_properties, changed)
         wait(lambda: any(op(value) == "c" for _, value in debezium_records(output).get(SENTINEL_TOPIC, [])),
              "the sentinel's change not written")
         size = -1
@@ -300,7 +309,7 @@ def compare(spark: Any, dsn_properties: Mapping[str, str], work_dir: Path, profi
     config = config_for(kept)
     run_snapshot(spark, config)
     records_file = run_debezium_to_file(dsn_properties, work_dir / "debezium", settings_for(profile, tables),
-                                        slot=f"dbz_{slot_suffix}", tables=changed)
+                                        slot=f"dbz_{slot_suffix}", captured=tables, changed=changed)
     run_stream(spark, config)
     theirs = debezium_records(records_file)
     ours = cdckit_records(Path(config.str("cdckit.output.path")))

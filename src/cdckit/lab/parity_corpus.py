@@ -317,6 +317,22 @@ TABLES: tuple[Table, ...] = (
         "UPDATE public.t_parted SET v = 'ONE' WHERE id = 1",
         "DELETE FROM public.t_parted WHERE id = 2",
     ), captured=("public.t_parted_eu", "public.t_parted_us")),
+    # Captured through its root: the publication publishes via the partition root (cdckit's sets it; Debezium's
+    # is made so beforehand, as a Debezium user must).
+    Table("t_rooted", (
+        "CREATE TABLE public.t_rooted (id integer NOT NULL, day date NOT NULL, v text, PRIMARY KEY (id, day)) "
+        "PARTITION BY RANGE (day)",
+        "CREATE TABLE public.t_rooted_2024 PARTITION OF public.t_rooted FOR VALUES FROM ('2024-01-01') TO "
+        "('2025-01-01')",
+        "CREATE TABLE public.t_rooted_2025 PARTITION OF public.t_rooted FOR VALUES FROM ('2025-01-01') TO "
+        "('2026-01-01')",), (
+        "(1, '2024-03-01', 'one')", "(2, '2025-03-01', 'two')", "(3, '2024-07-01', 'three')",
+    ), (
+        "INSERT INTO public.t_rooted VALUES (10, '2025-01-01', 'ten')",
+        "UPDATE public.t_rooted SET v = 'ONE' WHERE id = 1",
+        "UPDATE public.t_rooted SET day = '2025-06-01' WHERE id = 3",
+        "DELETE FROM public.t_rooted WHERE id = 2",
+    )),
     Table("zz_sentinel", (
         "CREATE TABLE public.zz_sentinel (id integer PRIMARY KEY, at text)",), (
         "(0, 'snapshot')",

@@ -33,6 +33,7 @@ class TableInfo:
     # Generated columns (PostgreSQL 12+): a snapshot reads them, as Debezium's does, while pgoutput leaves them
     # out of the stream's tuples (and Relation messages).
     generated_columns: tuple[str, ...] = ()
+    partitioned: bool = False  # a partitioned table's root (its rows live in its partitions)
 
     @property
     def qualified_name(self) -> str:
@@ -171,31 +172,33 @@ WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord
 
 def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, str]) -> TableInfo:
     with conn.cursor() as cur:
-        cur.execute("SELECT c.oid, c.relreplident, GREATEST(c.reltuples, 0)::bigint FROM pg_class c "
-                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        cur.execute("SELECT c.oid, c.relreplident, GREATEST(c.reltuples, 0)::bigint, c.relkind = 'p' "
+                    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = %s AND c.relname = %s",
                     (schema, table))
         found = cur.fetchone()
         if found is None:
             raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
                                      f"'{options.get('database.dbname', '')}'")
         oid, replica_identity, estimated_rows = int(found[0]), str(found[1]), int(found[2])
+        partitioned = pg_bool(found[3])
         generated_sql = "a.attgenerated <> ''" if ServerVersion.of(conn).has_generated_columns else "false"
         cur.execute(_COLUMNS_SQL.format(generated=generated_sql), (oid,))
         described = cur.fetchall()
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
-                       optional=_pg_bool(optional), enum_values=_enum_labels(labels),
+                       optional=pg_bool(optional), enum_values=_enum_labels(labels),
                        default_expression=None if default is None else str(default))
             for name, optional, type_oid, type_name, modifier, labels, _, default in described)
-        generated = tuple(str(row[0]) for row in described if _pg_bool(row[6]))
+        generated = tuple(str(row[0]) for row in described if pg_bool(row[6]))
         cur.execute(_KEY_SQL, (oid,))
         key_columns = tuple(str(row[0]) for row in cur.fetchall())
     return TableInfo(schema, table, oid, columns, key_columns, replica_identity, estimated_rows,
                      column_filter=_column_filter(schema, table, columns, key_columns, options),
-                     generated_columns=generated)
+                     generated_columns=generated, partitioned=partitioned)
 
 
-def _pg_bool(value: object) -> bool:
+def pg_bool(value: object) -> bool:
     """A boolean column as the raw-text typecaster ('t'/'f') or psycopg2 (True/False) returns it."""
     return value is True or value in ("t", "true")
 
@@ -244,12 +247,12 @@ def table_from_relation(conn: Connection, namespace: str, name: str, relation_id
     them when the message arrives), so events are formatted with the structure they were written with."""
     with conn.cursor() as cur:
         cur.execute(_TYPES_SQL, ([oid for _, oid, _ in columns],))
-        types = {int(row[0]): (int(row[1]), str(row[2]), int(row[3]), _enum_labels(row[4]), _pg_bool(row[5]))
+        types = {int(row[0]): (int(row[1]), str(row[2]), int(row[3]), _enum_labels(row[4]), pg_bool(row[5]))
                  for row in cur.fetchall()}
         cur.execute("SELECT a.attname, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
                     "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
                     "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped", (relation_id,))
-        catalog = {str(n): (_pg_bool(v), None if default is None else str(default)) for n, v, default in cur.fetchall()}
+        catalog = {str(n): (pg_bool(v), None if default is None else str(default)) for n, v, default in cur.fetchall()}
         cur.execute(_KEY_SQL, (relation_id,))
         key = tuple(str(row[0]) for row in cur.fetchall())
         cur.execute("SELECT c.relreplident FROM pg_class c WHERE c.oid = %s", (relation_id,))

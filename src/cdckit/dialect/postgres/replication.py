@@ -9,7 +9,7 @@ import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
-from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.dialect.postgres.catalog import TableInfo, pg_bool
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
@@ -44,9 +44,19 @@ class ExportedSlot:
 
 
 def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Sequence[TableInfo]) -> None:
-    """Create or check the publication per ``publication.autocreate.mode``; every captured table must be in it."""
+    """Create or check the publication per ``publication.autocreate.mode``; every captured table must be in it.
+
+    A captured partitioned table (its root) needs ``publish_via_partition_root``, or its changes arrive under its
+    partitions' names and never under its own: a publication cdckit creates or sets (``filtered``) gets it."""
     name = options.get("publication.name", "dbz_publication")
     mode = options.get("publication.autocreate.mode", "all_tables")
+    roots = [t for t in tables if t.partitioned]
+    publish_via_root = bool(roots) and ServerVersion.of(conn).publishes_via_partition_root
+    if roots and not publish_via_root:
+        raise SourcePreconditionError(
+            f"{', '.join(t.qualified_name for t in roots)}: before PostgreSQL 13 a partitioned table cannot be "
+            f"published; capture its partitions instead (name them in table.include.list)")
+    via_root = sql.SQL(" WITH (publish_via_partition_root = true)" if publish_via_root else "")
     with conn.cursor() as cur:
         cur.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
         row = cur.fetchone()
@@ -59,9 +69,13 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
             if row is None and mode == "all_tables":
                 cur.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(name)))
             elif row is None and mode == "filtered":
-                cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(name), table_list))
-            elif row is not None and mode == "filtered" and not row[0]:
+                cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}{}").format(sql.Identifier(name), table_list,
+                                                                                    via_root))
+            elif row is not None and mode == "filtered" and not pg_bool(row[0]):  # not FOR ALL TABLES
                 cur.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), table_list))
+                if publish_via_root:
+                    cur.execute(sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(
+                        sql.Identifier(name)))
         except psycopg2.errors.InsufficientPrivilege as exc:
             conn.rollback()
             raise SourcePreconditionError(
@@ -71,6 +85,14 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
         cur.execute("SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,))
         published = {(str(s), str(t)) for s, t in cur.fetchall()}
     conn.commit()
+    unpublished_roots = [t.qualified_name for t in roots if (t.schema, t.name) not in published]
+    if unpublished_roots:
+        what = "is a partitioned table" if len(unpublished_roots) == 1 else "are partitioned tables"
+        raise SourcePreconditionError(
+            f"{', '.join(unpublished_roots)} {what} whose changes publication '{name}' sends under the partitions' "
+            f"names, so they would never arrive under its own; run ALTER PUBLICATION {name} SET "
+            f"(publish_via_partition_root = true) (PostgreSQL 13+), "
+            f"or capture the partitions instead (name them in table.include.list)")
     missing = [t.qualified_name for t in tables if (t.schema, t.name) not in published]
     if missing:
         raise SourcePreconditionError(

@@ -65,6 +65,12 @@ class ServerVersion:
         return self.number >= 130000
 
     @property
+    def publishes_via_partition_root(self) -> bool:
+        """Publications take ``publish_via_partition_root`` (13+): a partitioned table's changes can arrive under
+        its own name instead of its partitions'."""
+        return self.number >= 130000
+
+    @property
     def has_pg_snapshot_functions(self) -> bool:
         """``pg_current_snapshot()`` and ``pg_snapshot_xmin`` exist (13+); before, their ``txid_*`` forms."""
         return self.number >= 130000
