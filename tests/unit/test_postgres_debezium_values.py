@@ -249,7 +249,8 @@ def test_numeric_nan_in_precise_mode_stops_naming_table_column_and_remedy() -> N
     fmt = TableFormat(Numbers(), FormatSettings(topic_prefix="parity", database="db"))
     with pytest.raises(UnsupportedValueError, match=r"table public\.t_geometry: column 'n' holds numeric NaN.*"
                                                     r"decimal\.handling\.mode=string or double"):
-        fmt.value_json(_event("r", {"id": 1, "n": "NaN"}), 0)
+        fmt.value_json(_event("c", {"id": 1, "n": "NaN"}), 0)
+    assert '"n":null' in fmt.value_json(_event("r", {"id": 1, "n": "NaN"}), 0)  # a snapshot's: null
 
 
 # ---- floats: Java writes two significant digits at least ----
@@ -276,3 +277,16 @@ def test_tables_come_in_debeziums_snapshot_order_include_list_entry_by_entry() -
         ("public", "zz"), ("public", "b_1"), ("public", "b_2"), ("public", "a")]
     assert select_tables(candidates, {}) == [("public", n) for n in ("a", "b_1", "b_2", "c", "zz")]
     assert select_tables(candidates, {"table.include.list": r"public\..*,public\.a"})[0] == ("public", "a")
+
+
+def test_numeric_nan_is_null_with_an_error_in_a_snapshot_and_stops_the_stream(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Debezium 2.5.2 in precise mode: its snapshot writes null (logging "Failed to properly convert data value"),
+    # its stream stops with "Got a special value (NaN/Infinity) for Decimal type".
+    numeric = field("numeric")
+    with caplog.at_level(logging.ERROR):
+        assert [numeric.convert_read(t) for t in ("NaN", "Infinity", "-Infinity", "1.5")] == [
+            None, None, None, {"scale": 1, "value": "Dw=="}]
+    assert len(caplog.records) == 1 and "decimal.handling.mode=string or double" in caplog.text
+    with pytest.raises(UnsupportedValueError, match="numeric NaN"):
+        numeric.convert("NaN")

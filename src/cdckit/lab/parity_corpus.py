@@ -77,6 +77,12 @@ TABLES: tuple[Table, ...] = (
         "INSERT INTO public.t_numeric_special VALUES (10, 'NaN', 'NaN', '{NaN}')",
         "UPDATE public.t_numeric_special SET n = 'Infinity' WHERE id = 1",
     ), profiles=("modes-a", "modes-b")),
+    # The same values in a snapshot only: Debezium's snapshot reads them through JDBC and writes them (its
+    # stream stops on them in precise mode).
+    Table("t_numeric_read", (
+        "CREATE TABLE public.t_numeric_read (id integer PRIMARY KEY, n numeric, n52 numeric(5,2))",), (
+        "(1, 'NaN', 'NaN')", "(2, 'Infinity', 1)", "(3, '-Infinity', NULL)", "(4, 1.5, 2.5)",
+    )),
     Table("t_text", (
         "CREATE TABLE public.t_text (id integer PRIMARY KEY, nm name, ch char(3), c1 \"char\", bp bpchar, "
         "vc varchar(10), t text, ci citext, u uuid, js json, jb jsonb, ip inet, cidr_ cidr, mac macaddr, "

@@ -498,10 +498,13 @@ def _binary(value: float, bits: int) -> bytes:
 def _two_digits(one_digit: Decimal, bits: int) -> Decimal:
     """The two-significant-digit decimal nearest the binary value of ``one_digit`` when it reads back as the same
     binary value, else ``one_digit``."""
-    binary = _binary(float(one_digit), bits)
-    exact = Decimal(struct.unpack(">f" if bits == 32 else ">d", binary)[0])
-    nearest = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), rounding=ROUND_HALF_EVEN)
-    return nearest if _binary(float(nearest), bits) == binary else one_digit
+    try:
+        binary = _binary(float(one_digit), bits)
+        exact = Decimal(struct.unpack(">f" if bits == 32 else ">d", binary)[0])
+        nearest = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), rounding=ROUND_HALF_EVEN)
+        return nearest if _binary(float(nearest), bits) == binary else one_digit
+    except OverflowError:  # beyond the width's range: no binary value to be nearer to
+        return one_digit
 
 
 def parse_bool(text: str) -> bool:

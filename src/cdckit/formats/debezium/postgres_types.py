@@ -321,8 +321,28 @@ def _money_read_string(text: str) -> str:
     return _java_double_text(float(pv.parse_money(text)))
 
 
+def _numeric_precise_read(column: ColumnType) -> TextConverter:
+    """A snapshot's numeric in precise mode: NaN and the infinities are null, as Debezium 2.5.2's snapshot writes
+    them (it logs "Failed to properly convert data value"; its stream stops on them instead)."""
+    convert = _numeric_precise_convert(column)
+    told = False  # said once per column and converter
+
+    def read(text: str) -> Any:
+        nonlocal told
+        if text.strip() not in _SPECIAL_NUMERIC:
+            return convert(text)
+        if not told:
+            told = True
+            logger.error("Failed to properly convert data value for column '%s' of type numeric: %s has no Decimal "
+                         "form; written as null, as Debezium 2.5.2's snapshot writes it (set "
+                         "decimal.handling.mode=string or double to keep it)", column.name, text.strip())
+        return None
+
+    return read
+
+
 _NUMERIC_ROW = TypeRow("decimal_handling_mode", {
-    "precise": TypeRule(_numeric_precise_schema, _numeric_precise_convert),
+    "precise": TypeRule(_numeric_precise_schema, _numeric_precise_convert, _numeric_precise_read),
     "double": TypeRule(_fixed("double"), _always(_double_of)),
     "string": TypeRule(_fixed("string"), _numeric_string_convert),
 })
