@@ -34,18 +34,11 @@ VALUE_SCHEMA: dict[str, Any] = {
 # The SQL Server and YugabyteDB formats follow their seeds' examples (decisions 0006, 0016): ts_ms third, and no
 # versions.
 SEED_KEY_SCHEMA: dict[str, Any] = {key: value for key, value in KEY_SCHEMA.items() if key != "version"}
+_BY_NAME = {field["field"]: field for field in VALUE_SCHEMA["fields"]}
 SEED_VALUE_SCHEMA: dict[str, Any] = {
-    "type": "struct",
-    "fields": [
-        _field("string", "status", False),
-        _field("string", "id", False),
-        _field("int64", "ts_ms", False),
-        _field("int64", "event_count", True),
-        {"type": "array", "items": {**_COLLECTION_SCHEMA, "optional": False}, "optional": True,
-         "field": "data_collections"},
-    ],
-    "optional": False,
-    "name": "io.debezium.connector.common.TransactionMetadataValue",
+    **{key: value for key, value in VALUE_SCHEMA.items() if key != "version"},
+    "fields": [*(_BY_NAME[name] for name in ("status", "id", "ts_ms", "event_count")),
+               {**_BY_NAME["data_collections"], "items": {**_COLLECTION_SCHEMA, "optional": False}}],
 }
 
 
