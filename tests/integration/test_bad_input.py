@@ -15,6 +15,7 @@ from cdckit.cli import main
 from cdckit.dialect.postgres.catalog import discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.errors import SourcePreconditionError
+from cdckit.formats.debezium import envelope
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.pipeline import prepare_source
@@ -121,8 +122,10 @@ def test_unknown_and_invalid_properties_are_reported_together(workdir: Path,
 
 @pytest.mark.spark
 def test_column_of_a_type_debezium_drops_is_left_out_with_its_warning(
-        postgres: Any, database: str, workdir: Path, capsys: pytest.CaptureFixture[str],
-        caplog: pytest.LogCaptureFixture) -> None:
+        postgres: Any, spark: Any, database: str, workdir: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``spark``: the suite's session (with the Kafka connector) is made first, and the CLI's run reuses it.
+    monkeypatch.setattr(envelope, "_DROPPED_WARNED", set())  # warned once per process
     execute(postgres.dsn(database), "CREATE TABLE public.docs (id integer PRIMARY KEY, body tsvector)",
             "INSERT INTO public.docs VALUES (1, 'a fat cat')")
     with caplog.at_level(logging.WARNING, logger="cdckit"):

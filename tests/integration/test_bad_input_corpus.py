@@ -120,7 +120,11 @@ SOURCE_CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     # name -> (SQL run first, configuration changes, what the message must say)
     "table does not exist": ([], {"table.include.list": "public\\.nothing_here"},
                              "no table in database"),
-    "unsupported type": (["CREATE TABLE public.orders (id int PRIMARY KEY, doc tsvector)"], {}, "tsvector"),
+    "partitioned table not published via its root": (
+        ["CREATE TABLE public.orders (id int, day date, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)",
+         "CREATE PUBLICATION not_via_root FOR TABLE public.orders"],
+        {"publication.name": "not_via_root", "publication.autocreate.mode": "disabled"},
+        "publish_via_partition_root = true"),
     "wrong password": ([], {"database.password": SECRET + "-wrong"}, "password authentication failed"),
     "database missing": ([], {"database.dbname": "no_such_db"}, "no_such_db"),
 }

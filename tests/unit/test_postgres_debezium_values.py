@@ -14,6 +14,7 @@ import pytest
 from cdckit.dialect.postgres.catalog import select_tables
 from cdckit.errors import UnsupportedValueError
 from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium import envelope
 from cdckit.formats.debezium.envelope import FormatSettings, TableFormat
 from cdckit.formats.debezium.postgres_types import ColumnType, MappedField, MappingSettings, map_column
 
@@ -222,7 +223,9 @@ def _event(op: str, after: dict[str, Any]) -> ChangeEvent:
     return ChangeEvent("public", "t_geometry", op, None, after, Position(1, 1, 0), 0, 1)
 
 
-def test_columns_without_a_converter_are_left_out_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_columns_without_a_converter_are_left_out_with_one_warning(caplog: pytest.LogCaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(envelope, "_DROPPED_WARNED", set())  # once per process: other tests may have warned
     with caplog.at_level(logging.WARNING):
         fmt = TableFormat(_Table(), FormatSettings(topic_prefix="parity", database="db"))
         TableFormat(_Table(), FormatSettings(topic_prefix="parity", database="db"))
