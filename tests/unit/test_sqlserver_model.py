@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing
 import pickle
+import sys
+import types
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +15,9 @@ from typing import Any
 import pytest
 
 from cdckit.dialect.sqlserver import queries as q
+from cdckit.dialect.sqlserver.catalog import capture_instances
+from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.snapshot import Chunk, read_chunk
 from cdckit.lab import sqlserver_model as ssm
 from cdckit.lab.sqlserver_model import ZERO_LSN, ModelColumn, SqlServerModel
 from cdckit.lab.sqlserver_model._statements import parameter_markers, recognise
@@ -546,3 +551,63 @@ def test_a_second_process_sees_the_same_server(model: SqlServerModel, conn: ssm.
     assert len(set(commits)) == 10
     assert [r[0] for r in changes(conn)][3:] == commits
     assert one(conn, q.MAX_LSN.format(db=DB)) == commits[-1]
+
+
+def test_capture_instances_follow_the_schema_lists_as_debezium(model: SqlServerModel, conn: ssm.Connection) -> None:
+    model.create_table("testDB", "sales", "orders", CUSTOMERS, ["id"])
+    assert model.enable_table("testDB", "sales", "orders") == "sales_orders"
+
+    def captured(**options: str) -> list[str]:
+        return sorted(i.qualified_name for i in capture_instances(conn.cursor(), "testDB", options))
+
+    assert captured() == ["dbo.customers", "sales.orders"]
+    assert captured(**{"schema.include.list": "sales"}) == ["sales.orders"]
+    assert captured(**{"schema.exclude.list": "sal.*"}) == ["dbo.customers"]
+    assert captured(**{"schema.include.list": "s"}) == []  # anchored, as Debezium's lists are
+    assert captured(**{"schema.include.list": "dbo,sales", "table.exclude.list": r"dbo\.customers"}) == [
+        "sales.orders"]
+
+
+class _Recording:
+    """The model's connection, noting the size of every fetchmany (what the driver is asked per round trip)."""
+
+    def __init__(self, inner: Any, sizes: list[int]) -> None:
+        self.inner, self.sizes = inner, sizes
+
+    def cursor(self) -> Any:
+        cursor, sizes = self.inner.cursor(), self.sizes
+
+        class Cursor:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(cursor, name)
+
+            def fetchmany(self, size: int) -> Any:
+                sizes.append(size)
+                return cursor.fetchmany(size)
+
+        return Cursor()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_snapshot_reads_fetch_snapshot_fetch_size_rows_per_round_trip(model: SqlServerModel,
+                                                                      conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        for i in range(5):
+            tx.insert("dbo", "customers", customer(i))
+    instance, = capture_instances(conn.cursor(), "testDB", {})
+    sizes: list[int] = []
+    rows, _low, _high = read_chunk(_Recording(conn, sizes), instance, Chunk("testDB", "dbo", "customers", 0, None,
+                                                                             None), "repeatable_read", 2)
+    assert len(rows) == 5 and sizes == [2, 2, 2, 2]  # 2 + 2 + 1, then the empty fetch that ends it
+
+
+def test_the_login_timeout_is_database_connect_timeout_ms(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyodbc's connect (no SQL Server here): what cdckit asks of it
+    seen: dict[str, Any] = {}
+    monkeypatch.setitem(sys.modules, "pyodbc", types.SimpleNamespace(
+        connect=lambda text, **kwargs: seen.update(kwargs) or types.SimpleNamespace(autocommit=False)))
+    connect({"database.hostname": "db", "database.user": "u", "database.password": "p",
+             "database.names": "testDB", "database.connect.timeout.ms": "4500"})
+    assert seen == {"timeout": 4}

@@ -117,14 +117,13 @@ def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chun
     records = record_builder(options, lambda _event: (instance, table_format), lambda event: "")
     conn = connect(options, instance.database)
     override = select_overrides(options).get(instance.qualified_name.lower()) if marker != "incremental" else None
+    isolation = options.get("snapshot.isolation.mode", "repeatable_read")
+    fetch_size = int(options.get("snapshot.fetch.size", "10240"))
     try:
         if override is not None:
-            rows, high = read_override(conn, instance, override, options.get("snapshot.isolation.mode",
-                                                                              "repeatable_read"))
+            rows, high = read_override(conn, instance, override, isolation, fetch_size)
         else:
-            rows, _low, high = read_chunk(conn, instance, chunk, options.get("snapshot.isolation.mode",
-                                                                              "repeatable_read"),
-                                          condition=condition)
+            rows, _low, high = read_chunk(conn, instance, chunk, isolation, fetch_size, condition=condition)
     finally:
         conn.close()
     every = "incremental" if marker == "incremental" else "true"

@@ -92,18 +92,23 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
             older[key] = newest[key]
         newest[key] = row
     include, exclude = _listed(options, "table.include.list"), _listed(options, "table.exclude.list")
+    schema_in, schema_out = _listed(options, "schema.include.list"), _listed(options, "schema.exclude.list")
 
     def listed(patterns: list[str], schema: str, table: str) -> bool:
         # Entries name schema.table, or database.schema.table when several databases are captured.
         return _matches(patterns, f"{schema}.{table}") or _matches(patterns, f"{database}.{schema}.{table}")
 
-    chosen = [row for (schema, table), row in newest.items()
-              if (not include or listed(include, schema, table)) and not (exclude and listed(exclude, schema, table))]
+    def selected(schema: str, table: str) -> bool:
+        """Debezium's lists: schemas (anchored names), then tables."""
+        schema_ok = (not schema_in or _matches(schema_in, schema)) and not (schema_out and _matches(schema_out, schema))
+        return schema_ok and (not include or listed(include, schema, table)) and not (
+            exclude and listed(exclude, schema, table))
+
+    chosen = [row for (schema, table), row in newest.items() if selected(schema, table)]
     current = {f"{schema}.{table}".lower() for schema, table in newest}
     for name in previously_captured:
         schema, _, table = name.partition(".")
-        selected = (not include or listed(include, schema, table)) and not (exclude and listed(exclude, schema, table))
-        if selected and name.lower() not in current:
+        if selected(schema, table) and name.lower() not in current:
             raise SourcePreconditionError(
                 f"CDC was disabled for table {database}.{name}, which cdckit was capturing (it has no capture "
                 f"instance any more); re-enable it with sys.sp_cdc_enable_table (sql/sqlserver/"

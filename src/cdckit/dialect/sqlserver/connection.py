@@ -32,7 +32,7 @@ def connection_string(options: Mapping[str, str], database: str | None = None) -
     return ";".join(f"{key}={value}" for key, value in parts.items())
 
 
-def _factory(options: Mapping[str, str]) -> Callable[[str], Any]:
+def _factory(options: Mapping[str, str]) -> Callable[..., Any]:
     target = options.get("cdckit.sqlserver.connection.factory", "")
     if not target:
         try:
@@ -54,7 +54,11 @@ def connect(options: Mapping[str, str], database: str | None = None, autocommit:
         text += f";MODEL={model_path}"
     where = f"{options['database.hostname']}:{options.get('database.port', '1433')}"
     try:
-        conn = _factory(options)(text)
+        if options.get("cdckit.sqlserver.connection.factory"):
+            conn = _factory(options)(text)  # a custom factory takes the connection string alone
+        else:  # pyodbc's login timeout, in seconds: database.connect.timeout.ms
+            seconds = max(1, int(options.get("database.connect.timeout.ms", "30000")) // 1000)
+            conn = _factory(options)(text, timeout=seconds)
     except SourceConnectionError:
         raise
     except Exception as exc:  # pyodbc.Error and driver errors

@@ -82,7 +82,7 @@ def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tupl
 
 
 def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: str,
-               fetch_size: int = 2000, condition: str | None = None) -> tuple[list[dict[str, object]], int, int]:
+               fetch_size: int = 10240, condition: str | None = None) -> tuple[list[dict[str, object]], int, int]:
     """(rows as of the high watermark, low watermark, high watermark). Rows of one chunk are held in memory:
     ``cdckit.snapshot.chunk.rows`` bounds them."""
     cursor = conn.cursor()
@@ -150,7 +150,7 @@ def check_override(table: str, statement: str) -> str | None:
 
 
 def read_override(conn: Any, instance: CaptureInstance, statement: str, isolation: str,
-                  fetch_size: int = 2000) -> tuple[list[dict[str, object]], int]:
+                  fetch_size: int = 10240) -> tuple[list[dict[str, object]], int]:
     """Rows of a table read with its override SELECT (columns matched by name), and the max LSN before the read."""
     cursor = conn.cursor()
     before = require_max_lsn(cursor, instance.database) or max(instance.start_lsn - 1, 0)
