@@ -470,18 +470,11 @@ def java_float_text(text: str, bits: int = 64) -> str:
     stripped = text.strip()
     if stripped in _NON_FINITE:
         return _NON_FINITE[stripped]
-    decimal = Decimal(stripped)
-    if len(decimal.normalize().as_tuple().digits) == 1 and decimal:
-        decimal = _two_digits(decimal, bits)
-    sign, digit_tuple, exponent = decimal.as_tuple()
-    assert isinstance(exponent, int)
-    digits = "".join(map(str, digit_tuple)).lstrip("0")
-    minus = "-" if sign else ""
+    minus, digits, exponent = _significant(Decimal(stripped))
     if not digits:
         return minus + "0.0"
-    stripped_digits = digits.rstrip("0")
-    exponent += len(digits) - len(stripped_digits)
-    digits = stripped_digits
+    if len(digits) == 1:  # only here is a second digit possible (no normalize() on every value)
+        minus, digits, exponent = _significant(_two_digits(Decimal(stripped), bits))
     point = len(digits) - 1 + exponent  # the power of ten of the first digit
     if -3 <= point < 7:
         if point >= 0:
@@ -489,6 +482,15 @@ def java_float_text(text: str, bits: int = 64) -> str:
             return f"{minus}{whole}.{digits[point + 1:] or '0'}"
         return f"{minus}0.{'0' * (-point - 1)}{digits}"
     return f"{minus}{digits[0]}.{digits[1:] or '0'}E{point}"
+
+
+def _significant(decimal: Decimal) -> tuple[str, str, int]:
+    """(sign, significant digits without leading or trailing zeros, power of ten of the last digit)."""
+    sign, digit_tuple, exponent = decimal.as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).lstrip("0")
+    stripped = digits.rstrip("0")
+    return "-" if sign else "", stripped, exponent + len(digits) - len(stripped)
 
 
 def _binary(value: float, bits: int) -> bytes:
