@@ -18,7 +18,6 @@ from pathlib import Path
 
 from cdckit.config.properties import (
     BY_NAME,
-    IGNORED_PREFIXES,
     PASSTHROUGH_PREFIXES,
     POSTGRES_CONNECTOR,
     SQLSERVER_CONNECTOR,
@@ -27,6 +26,8 @@ from cdckit.config.properties import (
 )
 from cdckit.errors import ConfigurationError
 from cdckit.formats.debezium.column_mappers import is_pattern_property, parse_message_key_columns, validate_rule
+from cdckit.formats.debezium.transforms import is_transform_setting
+from cdckit.formats.debezium.transforms import problems as transform_problems
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -284,7 +285,11 @@ def validate(raw: Mapping[str, str]) -> Config:
         if key.startswith(PASSTHROUGH_PREFIXES):
             passthrough[key] = _resolve(text, key, problems)
             continue
-        if key.startswith(IGNORED_PREFIXES):
+        if is_transform_setting(key):  # checked as a whole below; the Spark side applies them
+            passthrough[key] = text
+            continue
+        if key.startswith(("producer.override.", "consumer.override.")):
+            problems.append(_connect_override(key))
             continue
         prop = BY_NAME.get(key)
         if prop is None and key.startswith(_OVERRIDE_PREFIX):
@@ -314,9 +319,18 @@ def validate(raw: Mapping[str, str]) -> Config:
             default = prop.default_for(connector_class) if prop.default_for else prop.default
             values[prop.name] = default
     _check_combinations(values, problems, passthrough)
+    _check_transforms(values, problems, passthrough)
     if problems:
         raise ConfigurationError(problems)
     return Config(values, passthrough)
+
+
+def _connect_override(key: str) -> str:
+    if key.startswith("consumer."):
+        return f"{key}: a source connector has no consumer of its own to configure; remove it"
+    name = key[len("producer.override."):]
+    return (f"{key}: cdckit's Kafka sink takes producer settings as kafka.<name>; set kafka.{name} instead (it "
+            f"reaches the producer of cdckit.sink=kafka or eventhubs)")
 
 
 def _unknown(key: str) -> str:
@@ -413,3 +427,17 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
     prefix = str(values.get("topic.prefix") or "")
     if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
         problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")
+
+
+def _check_transforms(values: dict[str, object], problems: list[str], passthrough: dict[str, str]) -> None:
+    settings = {key: value for key, value in passthrough.items() if is_transform_setting(key)}
+    found = transform_problems(settings)
+    problems.extend(found)
+    if found or not any(key == "transforms" and value.strip() for key, value in settings.items()):
+        return
+    if values.get("cdckit.message.format") == "qlik":
+        problems.append("transforms apply to Debezium's records; cdckit.message.format=qlik writes Qlik Replicate "
+                        "messages, which they do not know: remove the transforms or use the Debezium format")
+    if values.get("cdckit.sink") == "lake":
+        problems.append("cdckit.sink=lake writes change rows from Debezium envelopes and applies no transforms; remove "
+                        "the transforms for the lake sink (its tables hold the after image already)")

@@ -181,7 +181,5 @@ PROPERTIES: tuple[Property, ...] = (
 
 BY_NAME = {prop.name: prop for prop in PROPERTIES}
 
-# Kafka Connect keys that mean nothing to cdckit but appear in real connector files; accepted silently.
-IGNORED_PREFIXES = ("errors.", "transforms", "predicates", "producer.override.", "consumer.override.")
 # Pass-through families kept for the sinks and converters (validated where they are used).
 PASSTHROUGH_PREFIXES = ("kafka.", "spark.")

@@ -39,7 +39,9 @@ from cdckit.lab.parity_corpus import PREFIX, PROFILES, SENTINEL_TOPIC, SETUP, TA
 
 Record = tuple[str | None, str | None]  # key text, value text (None: a tombstone's value, or no key)
 
-_VOLATILE = re.compile(r'"(ts_ms|txId|lsn)":\d+|"(sequence)":"(?:[^"\\]|\\.)*"|"(id)":"\d+:\d+"')
+# Also the fields ExtractNewRecordState's add.fields copies (``__lsn``, ``__source_ts_ms``, ``__id``, ...).
+_VOLATILE = re.compile(r'"((?:__\w*?)?(?:ts_ms|txId|lsn))":\d+|"((?:__)?sequence)":"(?:[^"\\]|\\.)*"'
+                       r'|"((?:__)?id)":"\d+:\d+"')
 _CONVERTER_FORMAT = {"key.converter.schemas.enable": "debezium.format.key.schemas.enable",
                      "value.converter.schemas.enable": "debezium.format.value.schemas.enable"}
 
@@ -62,8 +64,12 @@ def payload(value: str | None) -> dict[str, Any] | None:
 
 
 def op(value: str | None) -> str:
+    """The record's operation: an envelope's ``op``, the ``__op`` ExtractNewRecordState adds (add.fields=op), or a
+    transaction record's status."""
     found = payload(value)
-    return "tombstone" if found is None else str(found.get("op", found.get("status", "?")))
+    if found is None:
+        return "tombstone"
+    return str(found.get("op", found.get("__op", found.get("status", "?"))))
 
 
 @dataclass

@@ -376,5 +376,39 @@ PROFILES: dict[str, Profile] = {profile.name: profile for profile in (
     Profile("modes-d", {"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
                         "interval.handling.mode": "string", "provide.transaction.metadata": "true"},
             "schemas off, interval string, transaction metadata"),
+    # Single message transforms. The sentinel stays on its topic, and each keeps op in the value (add.fields=op),
+    # which the comparison reads to tell snapshot reads from changes.
+    Profile("smt-a", {
+        "transforms": "unwrap,route",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        "transforms.unwrap.drop.tombstones": "false", "transforms.unwrap.delete.handling.mode": "rewrite",
+        "transforms.unwrap.add.fields": "op,table,lsn,source.ts_ms,snapshot:snap",
+        "transforms.unwrap.add.headers": "op,db",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": rf"{PREFIX}\.public\.t_(numeric.*)",
+        "transforms.route.replacement": f"{PREFIX}.routed.$1"},
+        "ExtractNewRecordState (delete.handling.mode rewrite, tombstones kept, add.fields), then RegexRouter"),
+    Profile("smt-b", {
+        "provide.transaction.metadata": "true",
+        "transforms": "merge,unwrap",
+        "transforms.merge.type": "io.debezium.transforms.ByLogicalTableRouter",
+        "transforms.merge.topic.regex": rf"{PREFIX}\.public\.t_(binary|text)",
+        "transforms.merge.topic.replacement": f"{PREFIX}.public.merged",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        "transforms.unwrap.delete.tombstone.handling.mode": "tombstone",
+        "transforms.unwrap.add.fields": "op,source.lsn,id,source.schema:sch"},
+        "ByLogicalTableRouter, then ExtractNewRecordState (deletes as tombstones), transaction metadata"),
+    Profile("smt-c", {
+        "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
+        "transforms": "unwrap,merge",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        "transforms.unwrap.delete.tombstone.handling.mode": "rewrite-with-tombstone",
+        "transforms.unwrap.add.fields": "op", "transforms.unwrap.add.fields.prefix": "__",
+        "transforms.merge.type": "io.debezium.transforms.ByLogicalTableRouter",
+        "transforms.merge.topic.regex": rf"{PREFIX}\.public\.t_(time|geometry)",
+        "transforms.merge.topic.replacement": f"{PREFIX}.public.merged",
+        "transforms.merge.key.field.name": "source_table",
+        "transforms.merge.key.field.regex": rf"{PREFIX}\.public\.(.*)", "transforms.merge.key.field.replacement": "$1"},
+        "schemas off, ExtractNewRecordState (rewrite with tombstones), ByLogicalTableRouter with key.field.regex"),
 )}
-NON_DEFAULT = ("modes-a", "modes-b", "modes-c", "modes-d")
+NON_DEFAULT = ("modes-a", "modes-b", "modes-c", "modes-d", "smt-a", "smt-b", "smt-c")

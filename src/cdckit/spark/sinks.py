@@ -219,8 +219,11 @@ class Sink:
     """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
+        from cdckit.spark.transforms import transformed
+
         self.kind = options.get("cdckit.sink", "files")
         self.options = options
+        self._transformed = lambda df: transformed(df, options)
         self.output = options.get("cdckit.output.path", "cdckit-output")
         self._topics: Any = None
         if self.kind in ("kafka", "eventhubs"):
@@ -235,7 +238,7 @@ class Sink:
         from cdckit.errors import from_spark
 
         with from_spark("the snapshot stopped"):
-            return self._snapshot(df, controls, controls_dir)
+            return self._snapshot(self._transformed(df), controls, controls_dir)
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None) -> WriteSummary:
@@ -261,6 +264,7 @@ class Sink:
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None,
               ordered_partitions: bool = False) -> WriteSummary:
+        df = self._transformed(df)
         if self.kind == "lake":
             ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
             return self._lake(ordered, f"stream-{batch_id:012d}", False, controls)
