@@ -95,15 +95,26 @@ def explain_failure(exc: BaseException) -> str | None:
     return wrapped_message(exc)
 
 
+def _as_text(value: object) -> str:
+    """A default as a configuration file writes it: ``true``, ``t,u``, ``2048``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
 def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.overrides)
 
 
 def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "properties":
+        from rich.markup import escape
+
         for prop in PROPERTIES:
-            default = "" if prop.default in (None, ()) else f" (default {prop.default})"
-            console.print(f"[bold]{prop.name}[/]{default}: {prop.doc}", highlight=False)
+            default = "" if prop.default in (None, ()) else f" (default {_as_text(prop.default)})"
+            console.print(f"[bold]{escape(prop.name)}[/]{escape(default)}: {escape(prop.doc)}", highlight=False)
         return 0
     if args.command == "demo":
         from cdckit.demo import run_demo
