@@ -137,7 +137,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
     spark = get_spark(kafka=config.str("cdckit.sink") in ("kafka", "eventhubs"))
     if args.command == "snapshot":
-        report = run_snapshot(spark, config, data=config.str("snapshot.mode") != "no_data")
+        # schema_only is Debezium's earlier name of no_data (the stream and SQL Server's snapshot read it so too)
+        report = run_snapshot(spark, config, data=config.str("snapshot.mode") not in ("no_data", "schema_only"))
         console.print(f"snapshot {report.status}: {report.rows} rows from {len(report.tables)} tables in "
                       f"{report.seconds:.1f}s; slot {report.slot_name} at {report.consistent_point}")
         for topic, count in report.rows_per_topic.items():
