@@ -95,15 +95,26 @@ def explain_failure(exc: BaseException) -> str | None:
     return wrapped_message(exc)
 
 
+def _as_text(value: object) -> str:
+    """A default as a configuration file writes it: ``true``, ``t,u``, ``2048``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
 def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.overrides)
 
 
 def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "properties":
+        from rich.markup import escape
+
         for prop in PROPERTIES:
-            default = "" if prop.default in (None, ()) else f" (default {prop.default})"
-            console.print(f"[bold]{prop.name}[/]{default}: {prop.doc}", highlight=False)
+            default = "" if prop.default in (None, ()) else f" (default {_as_text(prop.default)})"
+            console.print(f"[bold]{escape(prop.name)}[/]{escape(default)}: {escape(prop.doc)}", highlight=False)
         return 0
     if args.command == "demo":
         from cdckit.demo import run_demo
@@ -126,7 +137,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
     spark = get_spark(kafka=config.str("cdckit.sink") in ("kafka", "eventhubs"))
     if args.command == "snapshot":
-        report = run_snapshot(spark, config, data=config.str("snapshot.mode") != "no_data")
+        # schema_only is Debezium's earlier name of no_data (the stream and SQL Server's snapshot read it so too)
+        report = run_snapshot(spark, config, data=config.str("snapshot.mode") not in ("no_data", "schema_only"))
         console.print(f"snapshot {report.status}: {report.rows} rows from {len(report.tables)} tables in "
                       f"{report.seconds:.1f}s; slot {report.slot_name} at {report.consistent_point}")
         for topic, count in report.rows_per_topic.items():

@@ -1,4 +1,4 @@
-"""The SQL Server 2022 docker suite: a real SQL Server (containers/sqlserver-lab/compose.yml) with its Agent
+"""The SQL Server 2022 docker suite: a real SQL Server (containers/lab/compose.yml) with its Agent
 running the CDC capture job, started by pytest-docker, with CDC enabled by the repository's DBA scripts.
 
 It runs only where everything it needs is there; otherwise the whole directory is reported as skipped, with
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-COMPOSE_FILE = Path(__file__).resolve().parents[2] / "containers" / "sqlserver-lab" / "compose.yml"
+COMPOSE_FILE = Path(__file__).resolve().parents[2] / "containers" / "lab" / "compose.yml"
 
 
 def _first_line(stderr: str, stdout: str) -> str:

@@ -1,0 +1,59 @@
+"""The `cdckit` command without Spark: `cdckit properties`, and what `cdckit snapshot` asks of the pipeline."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cdckit.cli import main
+from cdckit.config.properties import PROPERTIES
+
+
+def _listing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per property
+    assert main(["properties"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_every_property_is_listed_with_its_text_whole(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _listing(capsys, monkeypatch)
+    assert len(lines) == len(PROPERTIES)
+    for line, prop in zip(lines, PROPERTIES, strict=True):
+        assert line.startswith(prop.name) and line.endswith(f": {prop.doc}"), line
+    assert "slot.name (default debezium): logical replication slot ([a-z0-9_])" in lines
+
+
+def test_defaults_are_shown_as_a_configuration_file_writes_them(capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _listing(capsys, monkeypatch)
+    assert any(line.startswith("tombstones.on.delete (default true):") for line in lines)
+    assert any(line.startswith("skipped.operations (default t):") for line in lines)
+    assert any(line.startswith("slot.drop.on.stop (default false):") for line in lines)
+
+
+@pytest.mark.parametrize(("mode", "reads_rows"), [("initial", True), ("no_data", False), ("schema_only", False)])
+def test_the_snapshot_command_reads_rows_only_when_snapshot_mode_asks_for_data(
+        mode: str, reads_rows: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cdckit.pipeline
+    import cdckit.spark.session
+    from cdckit.streaming import SnapshotReport
+
+    asked: list[bool] = []
+
+    def run_snapshot(spark: Any, config: Any, *, data: bool = True) -> SnapshotReport:
+        asked.append(data)
+        return SnapshotReport("completed", "debezium", "0/0", [])
+
+    monkeypatch.setattr(cdckit.pipeline, "prepare_source", lambda config: None)
+    monkeypatch.setattr(cdckit.pipeline, "run_snapshot", run_snapshot)
+    monkeypatch.setattr(cdckit.spark.session, "get_spark", lambda **kwargs: None)
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                                "database.hostname": "db.example.com", "database.user": "u",
+                                "database.password": "p", "database.dbname": "shop", "topic.prefix": "t",
+                                "snapshot.mode": mode}))
+    assert main(["snapshot", str(path)]) == 0
+    assert asked == [reads_rows]
