@@ -57,8 +57,8 @@ $(CHECKOV_STAMP):
 test: $(STAMP) $(CHECKOV_STAMP)  ## run the whole test suite
 	$(BIN)/python -m pytest
 
-test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata and schemas off
-	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d $(BIN)/python -m pytest tests/integration/test_debezium_parity.py
+test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata, schemas off and single message transforms
+	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d,smt-a,smt-b,smt-c $(BIN)/python -m pytest tests/integration/test_debezium_parity.py
 
 test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 	$(BIN)/python -m pytest tests/unit

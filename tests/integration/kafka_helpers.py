@@ -30,7 +30,8 @@ def consume(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[dict[st
             if message is None or message.error() is not None:
                 continue
             found.append({"partition": message.partition(), "offset": message.offset(),
-                          "key": _parse(message.key()), "value": _parse(message.value())})
+                          "key": _parse(message.key()), "value": _parse(message.value()),
+                          "headers": list(message.headers() or ())})
             if message.offset() + 1 >= ends[message.partition()]:
                 remaining.discard(message.partition())
     finally:

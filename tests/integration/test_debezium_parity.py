@@ -3,7 +3,8 @@ Debezium's PostgreSQL connector captures, snapshot and stream, compared record b
 positions and clocks only.
 
 ``make test`` runs the default settings; ``make test-debezium-modes`` (CI's second comparison) runs the profiles
-with the non-default handling modes, transaction metadata and schemas off (``CDCKIT_PARITY_PROFILES``).
+with the non-default handling modes, transaction metadata, schemas off and single message transforms
+(``CDCKIT_PARITY_PROFILES``).
 
 No difference is allowed: one that cdckit should not (or cannot) remove is recorded in decision 0016 with its
 reason and taken out of the corpus there, not excused here.

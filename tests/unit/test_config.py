@@ -294,11 +294,46 @@ def test_kafka_and_spark_prefixed_keys_pass_through() -> None:
     assert config.as_properties()["kafka.bootstrap.servers"] == "broker:9092"
 
 
-@pytest.mark.parametrize("key", ["transforms", "transforms.unwrap.type", "errors.tolerance",
-                                 "predicates.isTombstone.type", "producer.override.acks"])
-def test_kafka_connect_keys_are_accepted_silently(key: str) -> None:
-    config = validate({**BASE, key: "anything"})
-    assert key not in config.as_properties()
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}, "not in transforms"),
+    ({"transforms": "x", "transforms.x.type": "org.apache.kafka.connect.transforms.ReplaceField$Value"},
+     "does not apply this transform"),
+    ({"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+      "transforms.u.drop.fields.header.name": "h"}, "transforms.u.drop.fields.header.name"),
+    ({"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+      "transforms.u.predicate": "isTombstone"}, "no predicates"),
+    ({"predicates": "isTombstone"}, "no predicates"),
+    ({"errors.tolerance": "all"}, "errors.tolerance=all cannot be honoured"),
+    ({"errors.log.enable": "true"}, "errors.log.enable=true cannot be honoured"),
+    ({"errors.max.retries": "-1"}, "errors.max.retries=-1 cannot be honoured"),
+    ({"errors.deadletterqueue.topic.name": "dlq"}, "only for sink connectors"),
+    ({"producer.override.acks": "all"}, "set kafka.acks instead"),
+    ({"consumer.override.max.poll.records": "5"}, "no consumer"),
+    ({"transforms": "r", "transforms.r.type": "org.apache.kafka.connect.transforms.RegexRouter",
+      "transforms.r.regex": "(.*)", "transforms.r.replacement": "$2"}, "names group 2"),
+])
+def test_kafka_connect_settings_cdckit_cannot_honour_are_refused_by_name(settings: dict[str, str],
+                                                                         named: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        validate({**BASE, **settings})
+
+
+def test_transforms_and_the_errors_defaults_are_accepted_and_reach_the_spark_side() -> None:
+    settings = {"transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+                "transforms.unwrap.add.fields": "op,source.ts_ms", "errors.tolerance": "none",
+                "errors.retry.delay.max.ms": "1000"}
+    properties = validate({**BASE, **settings}).as_properties()
+    assert {key: properties[key] for key in settings} == settings
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"cdckit.message.format": "qlik"}, "cdckit.message.format=qlik"),
+    ({"cdckit.sink": "lake"}, "cdckit.sink=lake"),
+])
+def test_transforms_are_refused_where_records_are_not_debeziums(settings: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        validate({**BASE, **settings, "transforms": "unwrap",
+                  "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"})
 
 
 def test_the_lake_sink_refuses_settings_it_cannot_honour() -> None:

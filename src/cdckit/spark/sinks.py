@@ -219,11 +219,8 @@ class Sink:
     """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
-        from cdckit.spark.transforms import transformed
-
         self.kind = options.get("cdckit.sink", "files")
         self.options = options
-        self._transformed = lambda df: transformed(df, options)
         self.output = options.get("cdckit.output.path", "cdckit-output")
         self._topics: Any = None
         if self.kind in ("kafka", "eventhubs"):
@@ -231,6 +228,12 @@ class Sink:
 
             kafka_options(options)  # configuration problems surface before any data is read
             self._topics = TopicManager(spark, options)
+
+    def _transformed(self, df: DataFrame) -> DataFrame:
+        """The records through the configured single message transforms (``transforms=...``)."""
+        from cdckit.spark.transforms import transformed
+
+        return transformed(df, self.options)
 
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
                  controls_dir: str | None = None) -> WriteSummary:

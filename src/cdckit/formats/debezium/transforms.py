@@ -181,7 +181,7 @@ def java_pattern(text: str) -> re.Pattern[str]:
 
 def java_replacement(replacement: str) -> Callable[[re.Match[str]], str]:
     """Java's ``Matcher.replaceFirst`` replacement: ``$n`` and ``${name}`` are groups, ``\\x`` is ``x``."""
-    parts: list[str | int] = []
+    parts: list[tuple[bool, str | int]] = []  # (is a group, literal text or group reference)
     index, literal = 0, []
     while index < len(replacement):
         char = replacement[index]
@@ -193,18 +193,16 @@ def java_replacement(replacement: str) -> Callable[[re.Match[str]], str]:
             if not match:
                 raise ValueError(f"replacement {replacement!r}: '$' at {index} names no group; write \\$ for a "
                                  f"literal dollar")
-            parts.append("".join(literal))
+            parts += [(False, "".join(literal)), (True, match.group(1) or int(match.group(2)))]
             literal = []
-            parts.append(match.group(1) or int(match.group(2)))  # type: ignore[arg-type]
             index += match.end()
         else:
             literal.append(char)
             index += 1
-    parts.append("".join(literal))
+    parts.append((False, "".join(literal)))
 
     def expand(match: re.Match[str]) -> str:
-        return "".join(part if isinstance(part, str) else (match.group(part) or "")  # type: ignore[arg-type]
-                       for part in parts)
+        return "".join((match.group(part) or "") if group else str(part) for group, part in parts)
 
     return expand
 
@@ -232,7 +230,10 @@ class _Renamer:
 
 
 class Transform:
-    alias: str
+    OPTIONS: tuple[str, ...] = ()  # the type's options cdckit honours (any other is refused)
+
+    def __init__(self, alias: str, options: Mapping[str, str]) -> None:
+        self.alias = alias
 
     def apply(self, record: Record) -> Record | None:
         raise NotImplementedError
@@ -583,10 +584,10 @@ def _parse(settings: Mapping[str, str], problems: list[str]) -> list[Transform]:
                 own.pop(key)
                 problems.append(f"{prefix}{key}: cdckit applies no predicates; remove it (the transform then applies "
                                 f"to every record)")
-        unknown = sorted(set(own) - set(_TYPES[kind].OPTIONS))  # type: ignore[attr-defined]
+        unknown = sorted(set(own) - set(_TYPES[kind].OPTIONS))
         for option in unknown:
             problems.append(f"{prefix}{option}: {kind.rsplit('.', 1)[-1]} in cdckit does not support this option; "
-                            f"it supports {', '.join(_TYPES[kind].OPTIONS)}")  # type: ignore[attr-defined]
+                            f"it supports {', '.join(_TYPES[kind].OPTIONS)}")
         if unknown:
             continue
         try:
