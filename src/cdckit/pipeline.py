@@ -154,6 +154,8 @@ def _clear_snapshot_files(config: Config) -> None:
 def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport | None:
     """Do what ``snapshot.mode`` asks before streaming; returns the snapshot report when one ran."""
     mode = config.str("snapshot.mode")
+    if mode == "when_needed":
+        _start_over_if_the_slot_cannot_continue(config)
     if mode in ("initial", "initial_only", "when_needed"):
         return run_snapshot(spark, config)
     if mode in ("no_data", "schema_only") and not read_snapshot_state(config):
@@ -170,6 +172,45 @@ def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport |
         else:
             check_slot(status, options)
     return None
+
+
+def _start_over_if_the_slot_cannot_continue(config: Config) -> None:
+    """``snapshot.mode=when_needed`` (Debezium's meaning): when the position cdckit recorded is no longer
+    available on the server (its slot was dropped, or the server removed the WAL it needs), forget that position
+    and take a new snapshot instead of stopping. Files already written by the files sink are kept, set aside in
+    each topic's ``superseded-<time>`` folder, so the topic folders read in order again."""
+    started_before = bool(read_snapshot_state(config)) or _has_stream_checkpoint(config)
+    if not started_before:
+        return  # no recorded position: the snapshot runs as with initial
+    options = config.as_properties(include_secrets=True)
+    slot_name = config.str("slot.name")
+    with closing(connect(options)) as conn:
+        status = slot_status(conn, slot_name)
+        if status is not None and status.wal_status != "lost":
+            return  # the slot continues from the recorded position
+        reason = "no longer exists" if status is None else f"lost the WAL it needs (wal_status {status.wal_status})"
+        log.warning("snapshot.mode=when_needed: replication slot %s %s, so the changes since cdckit's checkpoint "
+                    "cannot be read; taking a new snapshot (consumers see every row again as a read)",
+                    slot_name, reason)
+        if status is not None:
+            drop_slot(conn, slot_name)
+    store = StateStore(config.str("cdckit.checkpoint.location"))
+    store.remove("stream")
+    store.remove("snapshot")
+    set_aside_written_files(config)
+
+
+def set_aside_written_files(config: Config) -> None:
+    """Move the files sink's snapshot and stream files into ``<topic>/superseded-<UTC time>/`` (kept, not read as
+    part of the topic any more): the next snapshot starts the topics over."""
+    if config.str("cdckit.sink") != "files":
+        return
+    output = Path(config.str("cdckit.output.path"))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for path in sorted(output.glob("*/snapshot-*.jsonl")) + sorted(output.glob("*/stream-*.jsonl")):
+        folder = path.parent / f"superseded-{stamp}"
+        folder.mkdir(exist_ok=True)
+        path.rename(folder / path.name)
 
 
 def _has_stream_checkpoint(config: Config) -> bool:

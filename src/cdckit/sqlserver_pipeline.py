@@ -164,7 +164,7 @@ def run_stream(spark: SparkSession, config: Config,
     started = time.monotonic()
     report = StreamReport()
     mode = config.str("snapshot.mode")
-    if mode in ("initial", "initial_only", "when_needed"):
+    if mode in ("initial", "initial_only"):  # when_needed is refused for SQL Server (config.loader)
         report.snapshot = run_snapshot(spark, config)
     elif mode in ("schema_only", "no_data") and not read_snapshot_state(config):
         report.snapshot = run_snapshot(spark, config, data=False)

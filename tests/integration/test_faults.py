@@ -92,6 +92,34 @@ def test_dropped_slot_stops_the_stream_with_the_recovery(postgres: Any, spark: A
         assert str(workdir / mode / "checkpoint") in message
 
 
+def test_when_needed_snapshots_again_where_the_slot_cannot_continue(postgres: Any, spark: Any, database: str,
+                                                                   workdir: Path) -> None:
+    """snapshot.mode=when_needed: a snapshot at the first start, none while the slot continues the checkpoint, and
+    a new one (instead of the error initial gives) once the slot is gone; the earlier files are set aside."""
+    dsn = postgres.dsn(database)
+    _ledger(dsn)
+    slot = f"needed_{database}"
+    config = make_config(postgres, database, workdir, **{"snapshot.mode": "when_needed", "slot.name": slot})
+    first = run_stream(spark, config)
+    assert first.snapshot is not None and first.snapshot.status == "completed"
+    execute(dsn, "UPDATE public.ledger SET amount = 50 WHERE id = 1")
+    second = run_stream(spark, config)
+    assert second.snapshot is not None and second.snapshot.status == "skipped" and second.events == 1
+    execute(dsn, f"SELECT pg_drop_replication_slot('{slot}')", "INSERT INTO public.ledger VALUES (300, 3)",
+            "DELETE FROM public.ledger WHERE id = 2")  # no slot keeps these changes
+    third = run_stream(spark, config)
+    assert third.snapshot is not None and third.snapshot.status == "completed"
+    assert third.snapshot.rows_per_topic == {TOPIC: 5}
+    topic_folder = Path(config.str("cdckit.output.path")) / TOPIC
+    assert sorted(p.name for p in topic_folder.glob("superseded-*/snapshot-*.jsonl"))
+    assert list(topic_folder.glob("superseded-*/stream-*.jsonl"))
+    assert replay(config, TOPIC) == _source(dsn)
+    execute(dsn, "UPDATE public.ledger SET amount = 9 WHERE id = 3")
+    fourth = run_stream(spark, config)
+    assert fourth.snapshot is not None and fourth.snapshot.status == "skipped" and fourth.events == 1
+    assert replay(config, TOPIC) == _source(dsn)
+
+
 def test_lost_wal_stops_the_stream_with_the_recovery(postgres: Any, spark: Any, database: str,
                                                      workdir: Path) -> None:
     dsn = postgres.dsn(database)

@@ -417,6 +417,10 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
                 and "compact" in str(values.get("topic.creation.default.cleanup.policy") or ""):
             problems.append("topic.creation.default.cleanup.policy=compact is not available on the Event Hubs basic "
                             "tier; remove it or use the standard tier or higher")
+    if values.get("snapshot.mode") == "when_needed" and values.get("connector.class") == SQLSERVER_CONNECTOR:
+        problems.append("snapshot.mode=when_needed is not a mode of Debezium's SQL Server connector (initial, "
+                        "initial_only, schema_only); use initial, and set cdckit.sqlserver.purged.changes=resnapshot "
+                        "to snapshot a table again when the cleanup job removed changes cdckit had not read")
     if values.get("plugin.name") == "yboutput" and values.get("connector.class") != YUGABYTEDB_CONNECTOR:
         problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
                         "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")

@@ -76,7 +76,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("publication.name", "string", "dbz_publication", "publication streamed from"),
     Property("publication.autocreate.mode", "choice", "all_tables", "how the publication is created",
              choices=("all_tables", "disabled", "filtered")),
-    Property("snapshot.mode", "choice", "initial", "when to snapshot",
+    Property("snapshot.mode", "choice", "initial", "when to snapshot (when_needed: also when the slot can no longer "
+             "continue from the checkpoint; PostgreSQL/YugabyteDB)",
              choices=("initial", "initial_only", "never", "no_data", "schema_only", "when_needed")),
     Property("snapshot.select.statement.overrides", "list", (), "SQL Server: schema.table names whose snapshot "
              "uses the SELECT in snapshot.select.statement.overrides.<schema>.<table>"),
