@@ -17,6 +17,8 @@ ZonedTimestamp, NanoTimestamp and AbstractSqlServerDatatypesTest):
   '2018-07-13 12:23:45.4560000 +11:00' -> '2018-07-13T12:23:45.456+11:00' ('Z' only for offset 0; fraction digits
   trimmed of trailing zeros, none when zero).
 - time in connect mode is int32 (Kafka Connect's Time logical type is INT32; the seed's INT64 is a documentation slip).
+- time.precision.mode=adaptive_time_microseconds, which the seed does not list, is accepted by the connector (the
+  shared relational property) and is adaptive except that every time column is MicroTime, as JdbcValueConverters does.
 - NanoTimestamp is epochDay * 86_400_000_000_000 + nanoOfDay in Java long arithmetic, which wraps outside
   1677-09-21..2262-04-11; the wrapped value is reproduced.
 - real (FLOAT32) is returned as the Python float with the shortest decimal form that round-trips through float32,
@@ -69,7 +71,7 @@ class SqlServerColumn:
 
 @dataclass(frozen=True)
 class SqlServerMappingSettings:
-    time_precision_mode: str = "adaptive"  # adaptive | connect
+    time_precision_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect
     decimal_handling_mode: str = "precise"  # precise | double | string
     binary_handling_mode: str = "bytes"  # bytes | base64 | base64-url-safe | hex
 
@@ -339,8 +341,12 @@ def _by_scale(millis: SqlServerTypeRule, micros: SqlServerTypeRule, nanos: SqlSe
     return SqlServerTypeRule(lambda c: pick(c).schema(c), lambda c: pick(c).convert(c))
 
 
-def _temporal(adaptive: SqlServerTypeRule, connect: SqlServerTypeRule) -> SqlServerTypeRow:
-    return SqlServerTypeRow("time_precision_mode", {"adaptive": adaptive, "connect": connect})
+def _temporal(adaptive: SqlServerTypeRule, connect: SqlServerTypeRule,
+              micro_time: SqlServerTypeRule | None = None) -> SqlServerTypeRow:
+    """adaptive_time_microseconds is adaptive except for time (``micro_time``): Debezium's JdbcValueConverters."""
+    return SqlServerTypeRow("time_precision_mode", {"adaptive": adaptive,
+                                                    "adaptive_time_microseconds": micro_time or adaptive,
+                                                    "connect": connect})
 
 
 _TIMESTAMP_ROW = _temporal(_TIMESTAMP_MILLIS, _CONNECT_TIMESTAMP)  # datetime (scale 3), smalldatetime (scale 0)
@@ -365,7 +371,8 @@ TYPE_REGISTRY: dict[str, SqlServerTypeRow] = {
                       _rule("int32", _date_days, "org.apache.kafka.connect.data.Date")),
     "time": _temporal(_by_scale(_TIME_MILLIS, _MICRO_TIME, _NANO_TIME),
                       _rule("int32", lambda value: _time_nanos(value) // 1_000_000,
-                            "org.apache.kafka.connect.data.Time")),
+                            "org.apache.kafka.connect.data.Time"),
+                      _MICRO_TIME),
     "datetime": _TIMESTAMP_ROW,
     "smalldatetime": _TIMESTAMP_ROW,
     "datetime2": _temporal(_by_scale(_TIMESTAMP_MILLIS, _MICRO_TIMESTAMP, _NANO_TIMESTAMP), _CONNECT_TIMESTAMP),
