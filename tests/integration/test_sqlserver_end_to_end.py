@@ -4,6 +4,7 @@ against a real SQL Server 2022 in tests/docker wherever a Docker engine exists."
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,33 @@ def test_one_transaction_over_two_tables_with_transaction_metadata(model: SqlSer
     blocks = [payload(r["value"])["transaction"] for r in records(config, TOPIC)]
     assert [b["total_order"] for b in blocks] == [1, 2, 3]
     assert payload(records(config, "server1.testDB.dbo.orders")[0]["value"])["transaction"]["total_order"] == 4
+
+
+def test_datetimeoffset_columns_keep_their_own_offset_in_snapshot_and_stream(model: SqlServerModel, spark: Any,
+                                                                             workdir: Path) -> None:
+    """Debezium's ZonedTimestamp: ISO-8601 at the value's own offset ('Z' for +00:00), fraction digits trimmed."""
+    model.create_table("testDB", "dbo", "meetings", [ModelColumn("id", "int", nullable=False),
+                                                     ModelColumn("starts", "datetimeoffset", precision=30, scale=3),
+                                                     ModelColumn("ends", "datetimeoffset")], ["id"])
+    model.enable_table("testDB", "dbo", "meetings")
+    plus_11, minus_0530 = dt.timezone(dt.timedelta(hours=11)), dt.timezone(-dt.timedelta(hours=5, minutes=30))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "meetings", {"id": 1, "starts": dt.datetime(2018, 7, 13, 12, 23, 45, 456000, plus_11),
+                                      "ends": None})
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.meetings"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "meetings", {"id": 2, "starts": dt.datetime(2024, 2, 29, 23, 59, 59, 999000, minus_0530),
+                                      "ends": dt.datetime(2024, 3, 1, 0, 0, 0, 123456, dt.timezone.utc)})
+        tx.update("dbo", "meetings", {"id": 1}, {"ends": dt.datetime(2018, 7, 13, 20, 0, 0, 120000, minus_0530)})
+    run_stream(spark, config)
+    found = records(config, "server1.testDB.dbo.meetings")
+    after_fields = {f["field"]: f for f in found[0]["value"]["schema"]["fields"][1]["fields"]}
+    assert after_fields["starts"]["name"] == after_fields["ends"]["name"] == "io.debezium.time.ZonedTimestamp"
+    assert [(payload(r["value"])["op"], payload(r["value"])["after"]) for r in found] == [
+        ("r", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": None}),
+        ("c", {"id": 2, "starts": "2024-02-29T23:59:59.999-05:30", "ends": "2024-03-01T00:00:00.123456Z"}),
+        ("u", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": "2018-07-13T20:00:00.12-05:30"})]
 
 
 class Writer(threading.Thread):

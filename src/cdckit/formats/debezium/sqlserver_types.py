@@ -10,6 +10,7 @@ selects the rule (or None) and one SqlServerTypeRule (schema builder + converter
 Value inputs are what pyodbc returns (bool/int, float, Decimal, str, bytes, date, time, naive datetime, aware datetime
 for datetimeoffset) or, for temporal types, the exact text of CONVERT(..., 121)/126 ('YYYY-MM-DD hh:mm:ss[.fffffff]',
 'hh:mm:ss[.fffffff]', 'YYYY-MM-DD hh:mm:ss[.fffffff] +hh:mm', 'YYYY-MM-DD'), parsed with integer maths to 100 ns.
+cdckit's connections read datetimeoffset as that text (dialect/sqlserver/connection.py), so its 100 ns digit stays.
 
 Behaviour taken from Debezium rather than the seed's prose (see debezium/debezium SqlServerValueConverters,
 ZonedTimestamp, NanoTimestamp and AbstractSqlServerDatatypesTest):
