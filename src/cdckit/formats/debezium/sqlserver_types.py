@@ -44,7 +44,7 @@ from cdckit.formats.debezium.postgres_types import MappedField, core_schema, fin
 
 __all__ = [
     "TYPE_REGISTRY", "MappedField", "SqlServerColumn", "SqlServerMappingSettings", "SqlServerTypeRow",
-    "SqlServerTypeRule", "UnsupportedSqlServerTypeError", "map_sqlserver_column"]
+    "SqlServerTypeRule", "UnsupportedSqlServerTypeError", "map_sqlserver_column", "shortest_float32"]
 
 Schema = dict[str, Any]
 Converter = Callable[[Any], Any]
@@ -125,7 +125,7 @@ def _single(value: float) -> float:
         return math.copysign(math.inf, value)
 
 
-def _float32(value: Any) -> float:
+def shortest_float32(value: Any) -> float:
     """The shortest decimal that reads back as the same float32, as a Python float."""
     single = _single(float(value))
     if not math.isfinite(single):
@@ -359,7 +359,7 @@ TYPE_REGISTRY: dict[str, SqlServerTypeRow] = {
     "smallint": _one("int16", _integer),
     "int": _one("int32", _integer),
     "bigint": _one("int64", _integer),
-    "real": _one("float", _float32),  # JsonConverter's FLOAT32
+    "real": _one("float", shortest_float32),  # JsonConverter's FLOAT32
     "float": _one("double", float),  # JsonConverter's FLOAT64
     "decimal": _decimal_row(None),
     "numeric": _decimal_row(None),
