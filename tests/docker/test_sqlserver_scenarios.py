@@ -175,6 +175,76 @@ def test_transaction_metadata_brackets_a_transaction_over_two_tables(sqlserver: 
     assert {v["source"]["commit_lsn"] for v in values} == {begin["id"]}
 
 
+# -- datetimeoffset columns (pyodbc reads them only through cdckit's output converter) -------------------------
+def test_datetimeoffset_columns_keep_their_own_offset_in_snapshot_and_stream(sqlserver: SqlServerLab, spark: Any,
+                                                                             workdir: Path) -> None:
+    table = sqlserver.create_table("meetings", "id int PRIMARY KEY, starts datetimeoffset(3) NOT NULL, "
+                                   "ends datetimeoffset NULL",
+                                   "INSERT INTO dbo.{table} VALUES (1, '2018-07-13 12:23:45.456 +11:00', NULL)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table])
+    name = topic(table)
+    run_snapshot(spark, config)
+    sqlserver.transaction(f"INSERT INTO dbo.{table} VALUES (2, '2024-02-29 23:59:59.999 -05:30', "
+                          "'2024-03-01 00:00:00.1234567 +00:00')",
+                          f"UPDATE dbo.{table} SET ends = '2018-07-13 20:00:00.12 -05:30' WHERE id = 1")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+
+    found = records(config, name)
+    after_fields = {f["field"]: f for f in found[0]["value"]["schema"]["fields"][1]["fields"]}
+    assert after_fields["starts"]["name"] == after_fields["ends"]["name"] == "io.debezium.time.ZonedTimestamp"
+    # A real server keeps the seventh fraction digit (100 ns), which the model, at microseconds, cannot hold.
+    assert [(payload(r["value"])["op"], payload(r["value"])["after"]) for r in found] == [
+        ("r", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": None}),
+        ("c", {"id": 2, "starts": "2024-02-29T23:59:59.999-05:30", "ends": "2024-03-01T00:00:00.1234567Z"}),
+        ("u", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": "2018-07-13T20:00:00.12-05:30"})]
+
+
+# -- Qlik Replicate messages (cdckit.message.format=qlik) -------------------------------------------------------
+def test_qlik_messages_for_sql_server_snapshot_and_stream(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table(
+        "qitems", "id int PRIMARY KEY, name nvarchar(40) NULL, qty tinyint NULL, price decimal(10, 2) NULL, "
+        "made datetime2(3) NULL, opens time(0) NULL, due datetimeoffset(3) NULL",
+        "INSERT INTO dbo.{table} VALUES (1, N'Zoë', 3, 2.50, '2024-05-01 08:30:00.125', '09:00', "
+        "'2024-05-02 17:00:00 +02:00')")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], **{"cdckit.message.format": "qlik", "cdckit.qlik.task": "items-task"})
+    name = topic(table)
+    run_snapshot(spark, config)
+    sqlserver.transaction(f"INSERT INTO dbo.{table} VALUES (2, N'two', 255, 10.05, NULL, NULL, NULL)",
+                          f"UPDATE dbo.{table} SET price = 2.75 WHERE id = 1")
+    sqlserver.execute(f"DELETE FROM dbo.{table} WHERE id = 2")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+
+    messages = [r["value"] for r in records(config, name)]
+    kinds = ["metadata" if "lineage" in m else m["headers"]["operation"] for m in messages]
+    assert kinds == ["metadata", "REFRESH", "metadata", "INSERT", "UPDATE", "DELETE"]
+    metadata = messages[0]
+    assert (metadata["lineage"]["task"], metadata["lineage"]["schema"], metadata["lineage"]["table"]) == (
+        "items-task", "dbo", table)
+    assert {column: (c["ordinal"], c["type"], c["length"], c["precision"], c["scale"], c["primaryKeyPosition"])
+            for column, c in metadata["tableStructure"]["tableColumns"].items()} == {
+        "id": (1, "INT4", 0, 0, 0, 1), "name": (2, "WSTRING", 40, 0, 0, 0), "qty": (3, "UINT1", 0, 0, 0, 0),
+        "price": (4, "NUMERIC", 0, 10, 2, 0), "made": (5, "DATETIME", 0, 0, 3, 0),
+        "opens": (6, "STRING", 16, 0, 0, 0), "due": (7, "STRING", 34, 0, 0, 0)}
+    refresh, insert, update, delete = messages[1], messages[3], messages[4], messages[5]
+    assert refresh["data"] == {"id": 1, "name": "Zoë", "qty": 3, "price": "2.50", "made": "2024-05-01 08:30:00.125000",
+                               "opens": "09:00:00", "due": "2024-05-02 17:00:00.000 +02:00"}
+    assert insert["data"] == {"id": 2, "name": "two", "qty": 255, "price": "10.05", "made": None, "opens": None,
+                              "due": None}
+    assert update["beforeData"] == refresh["data"] and update["data"] == {**refresh["data"], "price": "2.75"}
+    assert update["headers"]["changeMask"] == "08"
+    assert delete["data"] == insert["data"] and delete["headers"]["changeMask"] == "01"
+    headers = [m["headers"] for m in (insert, update, delete)]
+    assert all(LSN.match(h["streamPosition"]) and len(h["changeSequence"]) == 55 for h in headers)
+    assert [h["changeSequence"] for h in headers] == sorted(h["changeSequence"] for h in headers)
+    assert headers[0]["transactionId"] == headers[1]["transactionId"] != headers[2]["transactionId"]
+    assert [(h["transactionEventCounter"], h["transactionLastEvent"]) for h in headers] == [
+        (1, False), (2, True), (1, True)]
+
+
 # -- a snapshot while another connection writes, then the stream ---------------------------------------------
 ROWS = 20_000
 

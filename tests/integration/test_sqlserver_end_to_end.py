@@ -4,6 +4,8 @@ against a real SQL Server 2022 in tests/docker wherever a Docker engine exists."
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,89 @@ def test_one_transaction_over_two_tables_with_transaction_metadata(model: SqlSer
     blocks = [payload(r["value"])["transaction"] for r in records(config, TOPIC)]
     assert [b["total_order"] for b in blocks] == [1, 2, 3]
     assert payload(records(config, "server1.testDB.dbo.orders")[0]["value"])["transaction"]["total_order"] == 4
+
+
+def test_datetimeoffset_columns_keep_their_own_offset_in_snapshot_and_stream(model: SqlServerModel, spark: Any,
+                                                                             workdir: Path) -> None:
+    """Debezium's ZonedTimestamp: ISO-8601 at the value's own offset ('Z' for +00:00), fraction digits trimmed."""
+    model.create_table("testDB", "dbo", "meetings", [ModelColumn("id", "int", nullable=False),
+                                                     ModelColumn("starts", "datetimeoffset", precision=30, scale=3),
+                                                     ModelColumn("ends", "datetimeoffset")], ["id"])
+    model.enable_table("testDB", "dbo", "meetings")
+    plus_11, minus_0530 = dt.timezone(dt.timedelta(hours=11)), dt.timezone(-dt.timedelta(hours=5, minutes=30))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "meetings", {"id": 1, "starts": dt.datetime(2018, 7, 13, 12, 23, 45, 456000, plus_11),
+                                      "ends": None})
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.meetings"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "meetings", {"id": 2, "starts": dt.datetime(2024, 2, 29, 23, 59, 59, 999000, minus_0530),
+                                      "ends": dt.datetime(2024, 3, 1, 0, 0, 0, 123456, dt.timezone.utc)})
+        tx.update("dbo", "meetings", {"id": 1}, {"ends": dt.datetime(2018, 7, 13, 20, 0, 0, 120000, minus_0530)})
+    run_stream(spark, config)
+    found = records(config, "server1.testDB.dbo.meetings")
+    after_fields = {f["field"]: f for f in found[0]["value"]["schema"]["fields"][1]["fields"]}
+    assert after_fields["starts"]["name"] == after_fields["ends"]["name"] == "io.debezium.time.ZonedTimestamp"
+    assert [(payload(r["value"])["op"], payload(r["value"])["after"]) for r in found] == [
+        ("r", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": None}),
+        ("c", {"id": 2, "starts": "2024-02-29T23:59:59.999-05:30", "ends": "2024-03-01T00:00:00.123456Z"}),
+        ("u", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": "2018-07-13T20:00:00.12-05:30"})]
+
+
+def test_qlik_messages_for_sql_server_snapshot_and_stream(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    """cdckit.message.format=qlik with the SQL Server connector: a metadata message with Qlik's SQL Server types
+    before the data of every batch, REFRESH rows from the snapshot, INSERT / UPDATE / DELETE with LSN headers."""
+    model.create_table("testDB", "dbo", "items", [
+        ModelColumn("id", "int", nullable=False), ModelColumn("name", "nvarchar", max_length=80),
+        ModelColumn("qty", "tinyint"), ModelColumn("price", "decimal", precision=10, scale=2),
+        ModelColumn("made", "datetime2", precision=23, scale=3), ModelColumn("opens", "time", precision=8),
+        ModelColumn("due", "datetimeoffset", precision=30, scale=3)], ["id"])
+    model.enable_table("testDB", "dbo", "items")
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "items", {"id": 1, "name": "Zoë", "qty": 3, "price": "2.50",
+                                   "made": dt.datetime(2024, 5, 1, 8, 30, 0, 125000), "opens": dt.time(9, 0),
+                                   "due": dt.datetime(2024, 5, 2, 17, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))})
+    config = sqlserver_config(model, workdir, **{"cdckit.message.format": "qlik", "cdckit.qlik.task": "items-task",
+                                                 "table.include.list": "dbo\\.items"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "items", {"id": 2, "name": "two", "qty": 255, "price": "10.05", "made": None,
+                                   "opens": None, "due": None})
+        tx.update("dbo", "items", {"id": 1}, {"price": "2.75"})
+    with model.transaction("testDB") as tx:
+        tx.delete("dbo", "items", {"id": 2})
+    run_stream(spark, config)
+
+    messages = [r["value"] for r in records(config, "server1.testDB.dbo.items")]
+    kinds = ["metadata" if "lineage" in m else m["headers"]["operation"] for m in messages]
+    assert kinds == ["metadata", "REFRESH", "metadata", "INSERT", "UPDATE", "DELETE"]
+    metadata = messages[0]
+    assert metadata["lineage"] == {**metadata["lineage"], "server": "server1", "task": "items-task", "schema": "dbo",
+                                   "table": "items", "tableVersion": 1}
+    assert {name: (c["ordinal"], c["type"], c["length"], c["precision"], c["scale"], c["primaryKeyPosition"])
+            for name, c in metadata["tableStructure"]["tableColumns"].items()} == {
+        "id": (1, "INT4", 0, 0, 0, 1), "name": (2, "WSTRING", 40, 0, 0, 0), "qty": (3, "UINT1", 0, 0, 0, 0),
+        "price": (4, "NUMERIC", 0, 10, 2, 0), "made": (5, "DATETIME", 0, 0, 3, 0),
+        "opens": (6, "STRING", 16, 0, 0, 0), "due": (7, "STRING", 34, 0, 0, 0)}
+    refresh, insert, update, delete = messages[1], messages[3], messages[4], messages[5]
+    assert refresh["data"] == {"id": 1, "name": "Zoë", "qty": 3, "price": "2.50", "made": "2024-05-01 08:30:00.125000",
+                               "opens": "09:00:00", "due": "2024-05-02 17:00:00.000 +02:00"}
+    assert refresh["headers"]["changeSequence"] == "" and refresh["headers"]["streamPosition"] == ""
+    assert insert["data"] == {"id": 2, "name": "two", "qty": 255, "price": "10.05", "made": None, "opens": None,
+                              "due": None}
+    assert update["beforeData"] == refresh["data"] and update["data"] == {**refresh["data"], "price": "2.75"}
+    assert update["headers"]["changeMask"] == "08"  # SQL Server CDC keeps the old row: only price changed
+    assert delete["data"] == insert["data"] and delete["headers"]["changeMask"] == "01"
+    headers = [m["headers"] for m in (insert, update, delete)]
+    assert all(re.fullmatch(r"[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{4}", h["streamPosition"]) for h in headers)
+    assert all(len(h["changeSequence"]) == 55 for h in headers)
+    assert [h["changeSequence"] for h in headers] == sorted(h["changeSequence"] for h in headers)
+    assert headers[0]["transactionId"] == headers[1]["transactionId"] != headers[2]["transactionId"]
+    assert all(re.fullmatch(r"[0-9A-F]{32}", h["transactionId"]) for h in headers)
+    assert [(h["transactionEventCounter"], h["transactionLastEvent"]) for h in headers] == [
+        (1, False), (2, True), (1, True)]
+    assert [r["key"] for r in records(config, "server1.testDB.dbo.items") if r["key"] is not None] == [
+        {"id": 1}, {"id": 2}, {"id": 1}, {"id": 2}]
 
 
 class Writer(threading.Thread):

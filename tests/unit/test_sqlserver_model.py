@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing
 import pickle
+import struct
 import sys
 import types
 from collections.abc import Iterator
@@ -445,9 +446,33 @@ def test_values_come_back_as_pyodbc_returns_them(model: SqlServerModel, conn: ss
     assert description["b"][1] is bytearray and description["k"][1] is int and description["m"][1] is Decimal
     assert description["x"][3] == 0 and description["c"][3] == 4
     with pytest.raises(ssm.ProgrammingError, match="-155"):
-        conn.cursor().execute(q.select_rows(DB, "dbo", "types", ["o"], ["k"], False, False))
+        conn.cursor().execute(q.select_rows(DB, "dbo", "types", ["o"], ["k"], False, False)).fetchall()
     conn.add_output_converter(-155, lambda raw: len(raw))
     assert one(conn, q.select_rows(DB, "dbo", "types", ["o"], ["k"], False, False)) == 20
+
+
+def test_datetimeoffset_fetch_fails_as_pyodbc_does_without_an_output_converter(model: SqlServerModel,
+                                                                              conn: ssm.Connection) -> None:
+    """pyodbc has no reader for SQL_SS_TIMESTAMPOFFSET (-155): the execute succeeds, fetching a row fails whatever
+    the value (NULL too); an output converter receives SQL_SS_TIMESTAMPOFFSET_STRUCT bytes, and NULL stays None."""
+    model.create_table("testDB", "dbo", "moments", [ModelColumn("k", "int", nullable=False),
+                                                    ModelColumn("at", "datetimeoffset")], ["k"])
+    at = dt.datetime(2018, 7, 13, 12, 23, 45, 456000, tzinfo=dt.timezone(-dt.timedelta(hours=5, minutes=30)))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "moments", {"k": 1, "at": None})
+        tx.insert("dbo", "moments", {"k": 2, "at": at})
+    sql = q.select_rows(DB, "dbo", "moments", ["k", "at"], ["k"], False, False)
+    cursor = conn.cursor().execute(sql)
+    assert {d[0]: d[1] for d in cursor.description or ()}["at"] is bytearray
+    with pytest.raises(ssm.ProgrammingError) as error:
+        cursor.fetchone()
+    assert error.value.args == ("ODBC SQL type -155 is not yet supported.  column-index=1  type=-155", "HY106")
+    received: list[bytes] = []
+    conn.add_output_converter(-155, lambda raw: received.append(raw) or "converted")
+    cursor = conn.cursor().execute(sql)
+    assert {d[0]: d[1] for d in cursor.description or ()}["at"] is str
+    assert [tuple(r) for r in cursor.fetchall()] == [(1, None), (2, "converted")]
+    assert [struct.unpack("<6hI2h", raw) for raw in received] == [(2018, 7, 13, 12, 23, 45, 456_000_000, -5, -30)]
 
 
 def test_admin_errors_carry_sql_server_numbers(model: SqlServerModel) -> None:

@@ -14,6 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdckit import errors
+from cdckit.config import validate
+from cdckit.config.properties import SQLSERVER_CONNECTOR
+from cdckit.dialect.sqlserver.catalog import CaptureInstance
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.sqlserver_types import (
     TYPE_REGISTRY,
     MappedField,
@@ -87,8 +92,37 @@ def test_unsupported_error_is_a_cdckit_unsupported_type_error_and_value_error() 
 
 
 def test_unknown_mode_value_is_rejected_with_the_allowed_values() -> None:
-    with pytest.raises(ValueError, match="adaptive, connect"):
-        mapped("date", SqlServerMappingSettings(time_precision_mode="adaptive_time_microseconds"))
+    with pytest.raises(ValueError, match="adaptive, adaptive_time_microseconds, connect"):
+        mapped("date", SqlServerMappingSettings(time_precision_mode="isostring"))
+
+
+def test_adaptive_time_microseconds_makes_every_time_micro_time_and_keeps_the_rest_adaptive() -> None:
+    """Debezium 2.5.2's SQL Server connector takes the shared relational time.precision.mode, and its
+    JdbcValueConverters turn every TIME into MicroTime in this mode; dates and timestamps stay adaptive."""
+    config = validate({
+        "connector.class": SQLSERVER_CONNECTOR, "database.hostname": "sqlserver.test", "database.user": "cdckit",
+        "database.password": "not-a-real-secret", "database.names": "testDB", "topic.prefix": "server1",
+        "time.precision.mode": "adaptive_time_microseconds"})
+    columns = (SqlServerColumn("id", "int", 4, 10, 0, False), SqlServerColumn("starts", "time", 5, 16, 7),
+               SqlServerColumn("ends", "time", 3, 8, 0), SqlServerColumn("day", "date", 3, 10, 0),
+               SqlServerColumn("at", "datetime2", 8, 27, 7), SqlServerColumn("logged", "datetime", 8, 23, 3))
+    shifts = CaptureInstance("testDB", "dbo", "shifts", "dbo_shifts", 1, 10, 20, columns, ("id",))
+    table = TableFormat(shifts, format_settings(config.as_properties()))
+    row = {"id": 1, "starts": time(8, 30, 0, 123456), "ends": time(17, 0), "day": date(2024, 5, 1),
+           "at": datetime(2024, 5, 1, 8, 30, 0, 123456), "logged": datetime(2024, 5, 1, 8, 30, 0, 123000)}
+    event = ChangeEvent("dbo", "shifts", "c", None, row, Position(5, 3, 0), 0, database="testDB")
+    value = json.loads(table.value_json(event, 0))
+    after_fields = {f["field"]: (f["type"], f.get("name")) for f in value["schema"]["fields"][1]["fields"]}
+    assert after_fields == {"id": ("int32", None), "starts": ("int64", "io.debezium.time.MicroTime"),
+                            "ends": ("int64", "io.debezium.time.MicroTime"), "day": ("int32", "io.debezium.time.Date"),
+                            "at": ("int64", "io.debezium.time.NanoTimestamp"),
+                            "logged": ("int64", "io.debezium.time.Timestamp")}
+    midnight = datetime(2024, 5, 1)
+    assert value["payload"]["after"] == {
+        "id": 1, "starts": (8 * 3600 + 30 * 60) * 10**6 + 123456, "ends": 17 * 3600 * 10**6,
+        "day": (date(2024, 5, 1) - date(1970, 1, 1)).days,
+        "at": int((midnight - datetime(1970, 1, 1)).total_seconds() + 8 * 3600 + 30 * 60) * 10**9 + 123456000,
+        "logged": int((midnight - datetime(1970, 1, 1)).total_seconds() + 8 * 3600 + 30 * 60) * 1000 + 123}
 
 
 def test_type_name_is_matched_case_insensitively() -> None:

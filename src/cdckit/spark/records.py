@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats import qlik
 from cdckit.formats.debezium import schema_change
@@ -20,8 +19,10 @@ from cdckit.formats.debezium.envelope import (
     heartbeat_messages,
     heartbeat_topic,
     source_block,
+    topic_name,
 )
-from cdckit.formats.qlik import postgres as qlik_pg
+from cdckit.formats.qlik import postgres as qlik_postgres
+from cdckit.formats.qlik import sqlserver as qlik_sqlserver
 from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record
 
 # How a transaction record names its transaction, from the event at hand and the LSN the record sits at.
@@ -135,24 +136,26 @@ _QLIK_OPERATIONS = {"r": "REFRESH", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}
 
 
 class QlikRecordBuilder:
-    """Qlik Replicate messages for a batch's events (``cdckit.message.format=qlik``), PostgreSQL tables.
+    """Qlik Replicate messages for a batch's events (``cdckit.message.format=qlik``), for the tables of any source
+    (PostgreSQL's ``TableInfo``, SQL Server's ``CaptureInstance``), with the source's Qlik mapping.
 
     Each table's metadata message precedes its first data message in every batch (and every snapshot partition),
     so a consumer starting anywhere meets the structure before the data. ``transactionLastEvent`` needs the next
     event, so data messages are held back by one event until the next event or the transaction's end.
-    Heartbeats and tombstones have no Qlik equivalent and are not written.
+    Heartbeats and tombstones have no Qlik equivalent and are not written. Topics are the Debezium format's.
     """
 
-    def __init__(self, options: Mapping[str, str], table_for: Callable[[ChangeEvent], TableInfo],
+    def __init__(self, options: Mapping[str, str], table_for: Callable[[ChangeEvent], Any],
                  table_version: Callable[[str], int] | None = None) -> None:
         self.table_version = table_version or (lambda _name: 1)
         self.settings = qlik.QlikSettings(server=options.get("cdckit.qlik.server") or options["topic.prefix"],
                                           task=options.get("cdckit.qlik.task") or options.get("name") or "cdckit",
                                           encoding=options.get("cdckit.qlik.encoding", "json"))  # type: ignore[arg-type]
-        self.prefix = options["topic.prefix"]
+        self.format_settings = format_settings(options)
+        self.mapping = qlik_sqlserver.MAPPING if self.format_settings.is_sqlserver else qlik_postgres.MAPPING
         self.table_for = table_for
         self.skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
-        self.tables: dict[tuple[str, str], qlik.QlikTable] = {}
+        self.tables: dict[str, qlik.QlikTable] = {}
         self.pending: ChangeEvent | None = None
         self.counter = 0
 
@@ -176,31 +179,38 @@ class QlikRecordBuilder:
 
     def _emit(self, event: ChangeEvent, last: bool) -> Iterator[EventRow]:
         info = self.table_for(event)
-        topic = f"{self.prefix}.{info.schema}.{info.name}"
-        table = self.tables.get((info.schema, info.name))
+        columns = info.emitted_columns()
+        names = {column.name for column in columns}
+        topic = topic_name(self.format_settings, info.schema, info.name, getattr(info, "database", ""))
+        table = self.tables.get(topic)
         version = self.table_version(info.qualified_name)
-        if table is None or table.table_version != version or len(table.columns) != len(info.columns):
-            table = qlik_pg.qlik_table(info.schema, info.name, info.columns, info.key_columns, version)
-            self.tables[(info.schema, info.name)] = table
+        if table is None or table.table_version != version or len(table.columns) != len(columns):
+            table = self.mapping.table(info.schema, info.name, columns, info.key_columns, version)
+            self.tables[topic] = table
             metadata = qlik.metadata_message(table, self.settings, qlik.format_timestamp(now_ms()))
             yield record(topic, None, self._value(qlik.encode_metadata(metadata, self.settings)), op="qlik-metadata",
                          position=event.position, ts_ms=event.source_ts_ms, table=f"{info.schema}.{info.name}",
                          serial=-2)
+
+        def emitted(row: Mapping[str, object] | None) -> dict[str, object] | None:
+            return None if row is None else {name: value for name, value in row.items() if name in names}
+
         operation = _QLIK_OPERATIONS[event.op]
-        row = event.before if event.op == "d" else event.after
-        data = qlik_pg.qlik_row(info.columns, row) or {}
+        row = emitted(event.before if event.op == "d" else event.after)
+        data = self.mapping.row(columns, row) or {}
         if event.op == "d" and all(v is None for k, v in (row or {}).items() if k not in info.key_columns):
             data = {k: v for k, v in data.items() if k in info.key_columns}  # only the key is known
-        before = qlik_pg.qlik_row(info.columns, event.before) if event.op == "u" else None
+        before = self.mapping.row(columns, emitted(event.before)) if event.op == "u" else None
         position = event.position
         if event.op != "r":
             self.counter += 1
+        headers = self.mapping.headers(event)
         change = qlik.QlikChange(
             operation, data, before,  # type: ignore[arg-type]
-            change_sequence=qlik_pg.change_sequence(position.commit_lsn, position.lsn, position.serial),
+            change_sequence=headers.change_sequence,
             timestamp=qlik.format_timestamp(event.source_ts_ms),
-            stream_position=qlik_pg.stream_position(position.lsn),
-            transaction_id=qlik_pg.transaction_id(event.tx_id or 0),
+            stream_position=headers.stream_position,
+            transaction_id=headers.transaction_id,
             transaction_event_counter=self.counter,
             transaction_last_event=last,
         )

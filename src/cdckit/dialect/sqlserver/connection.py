@@ -1,14 +1,36 @@
-"""Connections to SQL Server over pyodbc, with clear errors and no secret in any message."""
+"""Connections to SQL Server over pyodbc, with clear errors and no secret in any message.
+
+pyodbc cannot read ``datetimeoffset`` (ODBC SQL type -155, SQL_SS_TIMESTAMPOFFSET) by itself: fetching such a
+column fails ("ODBC SQL type -155 is not yet supported") unless the connection has an output converter for it.
+Every connection cdckit opens, pyodbc's own or one from ``cdckit.sqlserver.connection.factory``, gets
+``datetimeoffset_text`` as that converter (replacing any the factory set), so the value always reaches the formats
+as SQL Server's own text, with its offset and all seven fraction digits.
+"""
 
 from __future__ import annotations
 
 import importlib
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cdckit.errors import SourceConnectionError
 
 DEFAULT_DRIVER = "ODBC Driver 18 for SQL Server"
+SQL_SS_TIMESTAMPOFFSET = -155
+
+
+def datetimeoffset_text(raw: bytes) -> str:
+    """SQL_SS_TIMESTAMPOFFSET_STRUCT bytes (``<6hI2h``: year, month, day, hour, minute, second, fraction in
+    nanoseconds, offset hours, offset minutes) as SQL Server writes the value: 'YYYY-MM-DD hh:mm:ss.fffffff +hh:mm'.
+
+    >>> datetimeoffset_text(struct.pack("<6hI2h", 2018, 7, 13, 12, 23, 45, 456_000_000, -5, -30))
+    '2018-07-13 12:23:45.4560000 -05:30'
+    """
+    year, month, day, hour, minute, second, nanos, offset_hours, offset_minutes = struct.unpack("<6hI2h", raw)
+    sign = "-" if offset_hours < 0 or offset_minutes < 0 else "+"
+    return (f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{nanos // 100:07d} "
+            f"{sign}{abs(offset_hours):02d}:{abs(offset_minutes):02d}")
 
 
 def connection_string(options: Mapping[str, str], database: str | None = None) -> str:
@@ -79,4 +101,6 @@ def connect(options: Mapping[str, str], database: str | None = None, autocommit:
         raise SourceConnectionError(f"connecting to SQL Server at {where} failed: {detail}; check "
                                     f"database.hostname, database.port and the ODBC driver") from None
     conn.autocommit = autocommit
+    if hasattr(conn, "add_output_converter"):  # a factory may hand back a wrapper that cannot take one
+        conn.add_output_converter(SQL_SS_TIMESTAMPOFFSET, datetimeoffset_text)
     return conn

@@ -10,6 +10,7 @@ selects the rule (or None) and one SqlServerTypeRule (schema builder + converter
 Value inputs are what pyodbc returns (bool/int, float, Decimal, str, bytes, date, time, naive datetime, aware datetime
 for datetimeoffset) or, for temporal types, the exact text of CONVERT(..., 121)/126 ('YYYY-MM-DD hh:mm:ss[.fffffff]',
 'hh:mm:ss[.fffffff]', 'YYYY-MM-DD hh:mm:ss[.fffffff] +hh:mm', 'YYYY-MM-DD'), parsed with integer maths to 100 ns.
+cdckit's connections read datetimeoffset as that text (dialect/sqlserver/connection.py), so its 100 ns digit stays.
 
 Behaviour taken from Debezium rather than the seed's prose (see debezium/debezium SqlServerValueConverters,
 ZonedTimestamp, NanoTimestamp and AbstractSqlServerDatatypesTest):
@@ -17,6 +18,8 @@ ZonedTimestamp, NanoTimestamp and AbstractSqlServerDatatypesTest):
   '2018-07-13 12:23:45.4560000 +11:00' -> '2018-07-13T12:23:45.456+11:00' ('Z' only for offset 0; fraction digits
   trimmed of trailing zeros, none when zero).
 - time in connect mode is int32 (Kafka Connect's Time logical type is INT32; the seed's INT64 is a documentation slip).
+- time.precision.mode=adaptive_time_microseconds, which the seed does not list, is accepted by the connector (the
+  shared relational property) and is adaptive except that every time column is MicroTime, as JdbcValueConverters does.
 - NanoTimestamp is epochDay * 86_400_000_000_000 + nanoOfDay in Java long arithmetic, which wraps outside
   1677-09-21..2262-04-11; the wrapped value is reproduced.
 - real (FLOAT32) is returned as the Python float with the shortest decimal form that round-trips through float32,
@@ -41,7 +44,7 @@ from cdckit.formats.debezium.postgres_types import MappedField, core_schema, fin
 
 __all__ = [
     "TYPE_REGISTRY", "MappedField", "SqlServerColumn", "SqlServerMappingSettings", "SqlServerTypeRow",
-    "SqlServerTypeRule", "UnsupportedSqlServerTypeError", "map_sqlserver_column"]
+    "SqlServerTypeRule", "UnsupportedSqlServerTypeError", "map_sqlserver_column", "shortest_float32"]
 
 Schema = dict[str, Any]
 Converter = Callable[[Any], Any]
@@ -69,7 +72,7 @@ class SqlServerColumn:
 
 @dataclass(frozen=True)
 class SqlServerMappingSettings:
-    time_precision_mode: str = "adaptive"  # adaptive | connect
+    time_precision_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect
     decimal_handling_mode: str = "precise"  # precise | double | string
     binary_handling_mode: str = "bytes"  # bytes | base64 | base64-url-safe | hex
 
@@ -122,7 +125,7 @@ def _single(value: float) -> float:
         return math.copysign(math.inf, value)
 
 
-def _float32(value: Any) -> float:
+def shortest_float32(value: Any) -> float:
     """The shortest decimal that reads back as the same float32, as a Python float."""
     single = _single(float(value))
     if not math.isfinite(single):
@@ -339,8 +342,12 @@ def _by_scale(millis: SqlServerTypeRule, micros: SqlServerTypeRule, nanos: SqlSe
     return SqlServerTypeRule(lambda c: pick(c).schema(c), lambda c: pick(c).convert(c))
 
 
-def _temporal(adaptive: SqlServerTypeRule, connect: SqlServerTypeRule) -> SqlServerTypeRow:
-    return SqlServerTypeRow("time_precision_mode", {"adaptive": adaptive, "connect": connect})
+def _temporal(adaptive: SqlServerTypeRule, connect: SqlServerTypeRule,
+              micro_time: SqlServerTypeRule | None = None) -> SqlServerTypeRow:
+    """adaptive_time_microseconds is adaptive except for time (``micro_time``): Debezium's JdbcValueConverters."""
+    return SqlServerTypeRow("time_precision_mode", {"adaptive": adaptive,
+                                                    "adaptive_time_microseconds": micro_time or adaptive,
+                                                    "connect": connect})
 
 
 _TIMESTAMP_ROW = _temporal(_TIMESTAMP_MILLIS, _CONNECT_TIMESTAMP)  # datetime (scale 3), smalldatetime (scale 0)
@@ -352,7 +359,7 @@ TYPE_REGISTRY: dict[str, SqlServerTypeRow] = {
     "smallint": _one("int16", _integer),
     "int": _one("int32", _integer),
     "bigint": _one("int64", _integer),
-    "real": _one("float", _float32),  # JsonConverter's FLOAT32
+    "real": _one("float", shortest_float32),  # JsonConverter's FLOAT32
     "float": _one("double", float),  # JsonConverter's FLOAT64
     "decimal": _decimal_row(None),
     "numeric": _decimal_row(None),
@@ -365,7 +372,8 @@ TYPE_REGISTRY: dict[str, SqlServerTypeRow] = {
                       _rule("int32", _date_days, "org.apache.kafka.connect.data.Date")),
     "time": _temporal(_by_scale(_TIME_MILLIS, _MICRO_TIME, _NANO_TIME),
                       _rule("int32", lambda value: _time_nanos(value) // 1_000_000,
-                            "org.apache.kafka.connect.data.Time")),
+                            "org.apache.kafka.connect.data.Time"),
+                      _MICRO_TIME),
     "datetime": _TIMESTAMP_ROW,
     "smalldatetime": _TIMESTAMP_ROW,
     "datetime2": _temporal(_by_scale(_TIMESTAMP_MILLIS, _MICRO_TIMESTAMP, _NANO_TIMESTAMP), _CONNECT_TIMESTAMP),

@@ -1,4 +1,8 @@
-"""Qlik Replicate messages (metadata + data) for the Kafka / Azure Event Hubs targets, as pure functions."""
+"""Qlik Replicate messages (metadata + data) for the Kafka / Azure Event Hubs targets, as pure functions.
+
+The column and value mappings are per source: ``postgres`` (PostgreSQL / YugabyteDB) and ``sqlserver``, each with a
+``MAPPING`` (a ``SourceMapping``); the PostgreSQL ones are also re-exported here under their plain names.
+"""
 
 from cdckit.formats.qlik.encoding import (
     ENVELOPE_AVRO_SCHEMA,
@@ -11,6 +15,7 @@ from cdckit.formats.qlik.encoding import (
     json_value,
     render_json,
 )
+from cdckit.formats.qlik.mapping import ChangeHeaders, SourceMapping, transaction_id
 from cdckit.formats.qlik.messages import (
     HEADERS_AVRO_SCHEMA,
     column_mask,
@@ -39,7 +44,6 @@ from cdckit.formats.qlik.postgres import (
     qlik_table,
     qlik_value,
     stream_position,
-    transaction_id,
     value_converter,
 )
 
@@ -51,11 +55,13 @@ __all__ = [
     "METADATA_AVRO_SCHEMA",
     "OPERATIONS",
     "QLIK_TYPES",
+    "ChangeHeaders",
     "QlikChange",
     "QlikColumn",
     "QlikSettings",
     "QlikTable",
     "QlikValue",
+    "SourceMapping",
     "avro_envelope",
     "change_sequence",
     "column_mask",

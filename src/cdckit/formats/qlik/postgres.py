@@ -19,23 +19,32 @@ years 1-9999 (BC dates, year 10000+) raises ValueError. time '24:00:00' becomes 
 from __future__ import annotations
 
 import datetime
-import decimal
 from collections.abc import Callable, Mapping, Sequence
 
-from cdckit.events import UNAVAILABLE
+from cdckit.events import ChangeEvent
 from cdckit.formats.debezium import pg_values as pv
 from cdckit.formats.debezium.postgres_types import ColumnType, numeric_typmod
+from cdckit.formats.qlik.mapping import (
+    ChangeHeaders,
+    SourceMapping,
+    decimal_converter,
+    padded_sequence,
+    row_from,
+    table_from,
+    transaction_id,
+)
 from cdckit.formats.qlik.model import QlikColumn, QlikTable, QlikValue
 
 __all__ = [
     "CHANGE_SEQUENCE_LAYOUT",
+    "MAPPING",
+    "change_headers",
     "change_sequence",
     "qlik_column",
     "qlik_row",
     "qlik_table",
     "qlik_value",
     "stream_position",
-    "transaction_id",
     "value_converter",
 ]
 
@@ -46,7 +55,6 @@ _UTC = datetime.timezone.utc
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
 _EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _LAST_MILLI_OF_DAY = datetime.time(23, 59, 59, 999_000)
-_WIDE = decimal.Context(prec=100)
 
 _FIXED: dict[str, str] = {
     "int2": "INT2", "int4": "INT4", "int8": "INT8", "float4": "REAL4", "float8": "REAL8", "bool": "BOOLEAN",
@@ -98,13 +106,7 @@ def qlik_column(column: ColumnType, primary_key_position: int = 0) -> QlikColumn
 def qlik_table(schema: str, table: str, columns: Sequence[ColumnType], key_columns: Sequence[str] = (),
                table_version: int = 1) -> QlikTable:
     """A QlikTable from the catalog's columns (in attnum order) and the primary key's columns (in key order)."""
-    names = [column.name for column in columns]
-    missing = [key for key in key_columns if key not in names]
-    if missing:
-        raise ValueError(f"key columns {missing} are not columns of {schema}.{table}")
-    positions = {key: index for index, key in enumerate(key_columns, start=1)}
-    qlik_columns = tuple(qlik_column(column, positions.get(column.name, 0)) for column in columns)
-    return QlikTable(schema, table, qlik_columns, table_version)
+    return table_from(schema, table, columns, key_columns, table_version, qlik_column)
 
 
 # ---- values -----------------------------------------------------------------------------------------------------
@@ -154,17 +156,6 @@ def _time(text: str) -> QlikValue:
     return datetime.time(hour, minute, second, fraction // 1000 * 1000)
 
 
-def _numeric(scale: int) -> Callable[[str], QlikValue]:
-    quantum = decimal.Decimal(1).scaleb(-scale)
-
-    def convert(text: str) -> QlikValue:
-        value = decimal.Decimal(text.strip())
-        if not value.is_finite():
-            return None
-        return value.quantize(quantum, decimal.ROUND_HALF_UP, _WIDE)
-    return convert
-
-
 def _identity(text: str) -> QlikValue:
     return text
 
@@ -180,7 +171,7 @@ def value_converter(column: ColumnType) -> Callable[[str | None], QlikValue]:
     target = qlik_column(column)
     parse: Callable[[str], QlikValue]
     if target.type == "NUMERIC":
-        parse = _numeric(target.scale)
+        parse = decimal_converter(target.scale)
     elif target.type == "DATETIME":
         parse = _timestamp(pv.parse_timestamptz if column.type_name == "timestamptz" else pv.parse_timestamp)
     elif target.type == "STRING" and column.type_name in ("numeric", "decimal"):
@@ -201,25 +192,16 @@ def qlik_value(column: ColumnType, text: str | None) -> QlikValue:
 def qlik_row(columns: Sequence[ColumnType], row: Mapping[str, object] | None) -> dict[str, QlikValue] | None:
     """A neutral event row (column -> text) as typed Qlik values; UNAVAILABLE (unchanged TOAST) columns are left out,
     so they are absent from the columnMask."""
-    if row is None:
-        return None
-    by_name = {column.name: column for column in columns}
-    result: dict[str, QlikValue] = {}
-    for name, text in row.items():
-        if text is UNAVAILABLE:
-            continue
-        if name not in by_name:
-            raise ValueError(f"row column '{name}' is not among the table's columns")
-        if text is not None and not isinstance(text, str):
-            raise TypeError(f"column '{name}': expected PostgreSQL text output, got {type(text).__name__}")
-        result[name] = qlik_value(by_name[name], text)
-    return result
+    def value(column: ColumnType, text: object) -> QlikValue:
+        if not isinstance(text, str):
+            raise TypeError(f"column '{column.name}': expected PostgreSQL text output, got {type(text).__name__}")
+        return qlik_value(column, text)
+    return row_from(columns, row, value)
 
 
 # ---- headers ----------------------------------------------------------------------------------------------------
 
 CHANGE_SEQUENCE_LAYOUT = (20, 20, 5)  # digits of commit_lsn, lsn, serial
-_LIMITS = tuple(10**width for width in CHANGE_SEQUENCE_LAYOUT)
 
 
 def change_sequence(commit_lsn: int, lsn: int, serial: int) -> str:
@@ -229,10 +211,8 @@ def change_sequence(commit_lsn: int, lsn: int, serial: int) -> str:
     is PostgreSQL's commit order across all tables of a task. 20 digits hold any 64-bit LSN. Qlik's own sequence
     is 35 characters (a timestamp and a change counter); this one is wider so that it stays lossless and exact.
     """
-    for value, limit, what in zip((commit_lsn, lsn, serial), _LIMITS, ("commit_lsn", "lsn", "serial"), strict=True):
-        if not 0 <= value < limit:
-            raise ValueError(f"{what} {value} does not fit the change sequence (0 <= {what} < {limit})")
-    return f"{commit_lsn:020d}{lsn:020d}{serial:05d}"
+    return padded_sequence(tuple(zip(("commit_lsn", "lsn", "serial"), (commit_lsn, lsn, serial),
+                                     CHANGE_SEQUENCE_LAYOUT, strict=True)))
 
 
 def stream_position(lsn: int) -> str:
@@ -242,8 +222,11 @@ def stream_position(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def transaction_id(xid: int) -> str:
-    """The transaction id as Qlik writes ids: 32 uppercase hexadecimal digits ('000...0001F4')."""
-    if not 0 <= xid < 2**128:
-        raise ValueError(f"transaction id {xid} is out of range")
-    return f"{xid:032X}"
+def change_headers(event: ChangeEvent) -> ChangeHeaders:
+    """A change's CDC headers: its position as the change sequence, its LSN, its transaction's xid."""
+    position = event.position
+    return ChangeHeaders(change_sequence(position.commit_lsn, position.lsn, position.serial),
+                         stream_position(position.lsn), transaction_id(event.tx_id or 0))
+
+
+MAPPING = SourceMapping(qlik_table, qlik_row, change_headers)

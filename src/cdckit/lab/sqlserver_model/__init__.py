@@ -15,8 +15,9 @@ Two separate surfaces:
   ``record_statements`` / ``statement_log``.
 * DB-API (pyodbc's shape): ``connect("MODEL=<path>;DATABASE=...")``, ``connect_factory(path)``; Connection and
   Cursor with ``execute(sql, *params)``, ``fetchone/fetchmany/fetchall/fetchval``, iteration, ``description``,
-  ``rowcount`` (-1 for queries, as pyodbc), ``Row`` with attribute access; errors with pyodbc's
-  ``(sqlstate, message)`` arguments and SQL Server's message numbers.
+  ``rowcount`` (-1 for queries, as pyodbc), ``Row`` with attribute access; server and driver errors with
+  pyodbc's ``(sqlstate, message)`` arguments and SQL Server's message numbers, pyodbc's own errors (closed
+  cursor, parameter count, unsupported SQL type) with its ``(message, sqlstate)``.
 
 Modelled:
 
@@ -46,9 +47,13 @@ Modelled:
   ``SERVERPROPERTY('ProductVersion')`` = 16.0.1000.6.
 * Values as pyodbc returns them: int, bool (bit), Decimal, float, str (char/nchar blank-padded, uniqueidentifier
   upper-case text), bytes (binary zero-padded), date, time, naive datetime (``datetime`` rounded to 1/300 s,
-  ``smalldatetime`` to the minute, ``datetime2``/``time`` to their scale, at most microseconds). ``datetimeoffset``
-  raises pyodbc's "ODBC SQL type -155 is not yet supported" unless an output converter for -155 is added, which
-  then receives SQL_SS_TIMESTAMPOFFSET_STRUCT bytes. Conversion, overflow, truncation, NULL, duplicate-key and
+  ``smalldatetime`` to the minute, ``datetime2``/``time`` to their scale, at most microseconds). A row with a
+  ``datetimeoffset`` column cannot be fetched (the execute succeeds): pyodbc's ``ProgrammingError('ODBC SQL type
+  -155 is not yet supported.  column-index=N  type=-155', 'HY106')``, whatever the value, NULL included, unless
+  the connection has an output converter for -155 (``add_output_converter``) when the row is fetched; the converter
+  receives SQL_SS_TIMESTAMPOFFSET_STRUCT bytes (``<6hI2h``: year, month, day, hour, minute, second, nanoseconds,
+  offset hours and minutes, both signed) and is not called for NULL, and ``description`` then reports ``str``
+  for the column (``bytearray`` without a converter). Conversion, overflow, truncation, NULL, duplicate-key and
   identity errors carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
 * Plain table reads (``select_rows``, ``read_signals``, ``key_bounds``, ``lock_table``): range conditions on the
   first key column, ORDER BY the key, NULLs first; strings compare case-insensitively ignoring trailing blanks

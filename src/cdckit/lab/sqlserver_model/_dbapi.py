@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from . import _sqlite as store
-from ._errors import Error, InterfaceError, ProgrammingError, driver_error, server_error
+from ._errors import Error, InterfaceError, ProgrammingError, driver_error, pyodbc_error, server_error
 from ._statements import Result, Session, execute
 from ._types import DATETIMEOFFSET_SQL_TYPE, TYPES, datetimeoffset_struct
 
@@ -40,13 +41,15 @@ class Row(tuple[Any, ...]):
         return (Row, (tuple(self), self.cursor_description))
 
 
-def _description(result: Result) -> tuple[tuple[Any, ...], ...] | None:
+def _description(result: Result, converters: dict[int, Callable[[Any], Any]]) -> tuple[tuple[Any, ...], ...] | None:
     if result.columns is None:
         return None
     described = []
     for out in result.columns:
         column = out.column
         python_type = TYPES[column.type_name][4]
+        if column.type_name == "datetimeoffset":  # pyodbc: str with an output converter, else its default
+            python_type = str if DATETIMEOFFSET_SQL_TYPE in converters else bytearray
         if python_type is str or python_type is bytearray:
             wide = column.type_name in ("nchar", "nvarchar", "sysname")
             chars = column.max_length // 2 if wide else column.max_length
@@ -63,12 +66,13 @@ class Cursor:
         self.description: tuple[tuple[Any, ...], ...] | None = None
         self.rowcount = -1
         self.arraysize = 1
-        self._rows: list[Row] = []
+        self._rows: deque[tuple[Any, ...]] = deque()  # as stored; turned into pyodbc's values when fetched
+        self._offsets: list[int] = []  # columns of SQL type -155 (datetimeoffset)
         self._closed = False
 
     def _check(self) -> None:
         if self._closed:
-            raise driver_error(ProgrammingError, "HY000", "Attempt to use a closed cursor.")
+            raise pyodbc_error(ProgrammingError, "Attempt to use a closed cursor.")
         self.connection._check()
 
     def execute(self, sql: str, *params: Any) -> Cursor:
@@ -76,51 +80,52 @@ class Cursor:
         self._check()
         if len(params) == 1 and isinstance(params[0], (tuple, list)):
             params = tuple(params[0])
-        self.description, self._rows, self.rowcount = None, [], -1
+        self.description, self._rows, self.rowcount = None, deque(), -1
         name, result = execute(self.connection._sqlite, sql, params, self.connection.session)
         self.connection._record(name, sql, params)
-        self.description = _description(result)
-        if self.description is not None:
-            converters = self.connection._output_converters
-            self._rows = [Row(self._convert(values, result, converters), self.description) for values in result.rows]
+        self.description = _description(result, self.connection._output_converters)
+        if result.columns is not None:
+            self._rows = deque(result.rows)
+            self._offsets = [index for index, out in enumerate(result.columns)
+                             if out.column.type_name == "datetimeoffset"]
         return self
 
-    def _convert(self, values: tuple[Any, ...], result: Result,
-                 converters: dict[int, Callable[[Any], Any]]) -> list[Any]:
-        assert result.columns is not None
+    def _row(self, values: tuple[Any, ...]) -> Row:
+        """pyodbc's GetData: a column of SQL type -155 goes to the output converter registered for it then (None
+        for NULL, the converter is not called), and without one the fetch fails, whatever the value."""
+        assert self.description is not None
         converted = list(values)
-        for index, out in enumerate(result.columns):
-            if out.column.type_name == "datetimeoffset" and values[index] is not None:
-                converter = converters.get(DATETIMEOFFSET_SQL_TYPE)
-                if converter is None:
-                    raise driver_error(ProgrammingError, "HY106", f"ODBC SQL type -155 is not yet supported.  "
-                                       f"column-index={index}  type=-155")
+        for index in self._offsets:
+            converter = self.connection._output_converters.get(DATETIMEOFFSET_SQL_TYPE)
+            if converter is None:
+                raise pyodbc_error(ProgrammingError, f"ODBC SQL type -155 is not yet supported.  "
+                                   f"column-index={index}  type=-155", "HY106")
+            if values[index] is not None:
                 converted[index] = converter(datetimeoffset_struct(values[index]))
-        return converted
+        return Row(converted, self.description)
 
-    def _results(self) -> None:
+    def _take(self, count: int) -> list[Row]:
         self._check()
         if self.description is None:
-            raise driver_error(ProgrammingError, "24000", "No results.  Previous SQL was not a query.")
+            raise ProgrammingError("No results.  Previous SQL was not a query.")
+        taken: list[Row] = []
+        while self._rows and len(taken) < count:
+            taken.append(self._row(self._rows.popleft()))
+        return taken
 
     def fetchone(self) -> Row | None:
-        self._results()
-        return self._rows.pop(0) if self._rows else None
+        taken = self._take(1)
+        return taken[0] if taken else None
 
     def fetchval(self) -> Any:
         row = self.fetchone()
         return None if row is None else row[0]
 
     def fetchmany(self, size: int | None = None) -> list[Row]:
-        self._results()
-        count = self.arraysize if size is None else size
-        taken, self._rows = self._rows[:count], self._rows[count:]
-        return taken
+        return self._take(self.arraysize if size is None else size)
 
     def fetchall(self) -> list[Row]:
-        self._results()
-        taken, self._rows = self._rows, []
-        return taken
+        return self._take(len(self._rows))
 
     def __iter__(self) -> Iterator[Row]:
         while True:
@@ -131,7 +136,7 @@ class Cursor:
 
     def close(self) -> None:
         self._closed = True
-        self._rows = []
+        self._rows.clear()
 
     def __enter__(self) -> Cursor:
         return self
@@ -176,7 +181,7 @@ class Connection:
 
     def _check(self) -> None:
         if self.closed:
-            raise driver_error(ProgrammingError, "HY000", "Attempt to use a closed connection.")
+            raise pyodbc_error(ProgrammingError, "Attempt to use a closed connection.")
 
     def _record(self, name: str, sql: str, params: Sequence[Any]) -> None:
         if not store.server_value(self._sqlite, "record_statements"):

@@ -76,7 +76,15 @@ def insufficient_arguments() -> Error:
 
 
 def driver_error(cls: type[Error], sqlstate: str, message: str) -> Error:
-    """An error raised by pyodbc / the driver itself (no server message number)."""
+    """An error the ODBC driver or driver manager reports (no server message number): ``(sqlstate, message)``."""
     error = cls(sqlstate, message)
+    error.sqlstate = sqlstate
+    return error
+
+
+def pyodbc_error(cls: type[Error], message: str, sqlstate: str = "HY000") -> Error:
+    """An error pyodbc raises itself (its RaiseErrorV): the arguments are ``(message, sqlstate)``, in that order,
+    e.g. ``('ODBC SQL type -155 is not yet supported.  column-index=0  type=-155', 'HY106')``."""
+    error = cls(message, sqlstate)
     error.sqlstate = sqlstate
     return error

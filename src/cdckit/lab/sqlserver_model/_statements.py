@@ -24,10 +24,10 @@ from . import _sqlite as store
 from ._errors import (
     ProgrammingError,
     UnmodelledStatementError,
-    driver_error,
     insufficient_arguments,
     invalid_column,
     invalid_object,
+    pyodbc_error,
     server_error,
 )
 from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, increment_lsn, sort_key
@@ -448,7 +448,7 @@ def execute(conn: sqlite3.Connection, sql: str, params: Sequence[Any], session: 
     markers = parameter_markers(sql)
     name, handler, groups = recognise(sql)
     if markers != len(params):
-        raise driver_error(ProgrammingError, "HY000", f"The SQL contains {markers} parameter markers, but "
-                           f"{len(params)} parameters were supplied")
+        raise pyodbc_error(ProgrammingError, f"The SQL contains {markers} parameter markers, but {len(params)} "
+                           "parameters were supplied")
     with store.read_transaction(conn):
         return name, handler(conn, groups, list(params), session)
