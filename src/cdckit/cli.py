@@ -131,6 +131,12 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.command == "schema-evolution":
         return _schema_evolution(config, args.plan, console)
+    if args.command == "snapshot" and config.str("snapshot.mode") == "never":
+        from cdckit.errors import ConfigurationError
+
+        raise ConfigurationError(["cdckit snapshot with snapshot.mode=never: that mode takes no snapshot at all; run "
+                                  "`cdckit stream` to stream without one, or set snapshot.mode=initial (rows) or "
+                                  "no_data (structures only) to take it"])
     from cdckit.pipeline import prepare_source, run_snapshot, run_stream
     from cdckit.spark.session import get_spark
 

@@ -110,7 +110,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
                     f"replication slot '{slot_name}' already exists but {_state_file(config)} records no snapshot "
                     f"taken with it; to snapshot, choose another slot.name or drop the slot "
                     f"(SELECT pg_drop_replication_slot('{slot_name}')) if nothing else uses it; to stream from it "
-                    f"without a snapshot, set snapshot.mode=no_data")
+                    f"without a snapshot, set snapshot.mode=never")
 
     table_names = [t.qualified_name for t in tables]
     write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names})

@@ -161,3 +161,19 @@ def test_full_disk_in_the_files_sink_fails_the_batch_and_a_rerun_writes_everythi
     trap.unlink(missing_ok=True)  # cdckit removes its temporary files after a failure
     run_stream(spark, config)  # the failed batch was not committed: it comes again, whole
     assert replay(config, TOPIC) == _source(dsn)
+
+
+def test_a_foreign_slot_is_refused_with_a_recovery_that_works(postgres: Any, spark: Any, database: str,
+                                                              workdir: Path) -> None:
+    """A slot cdckit did not make: the error names the mode that streams from it, and that mode does."""
+    dsn = postgres.dsn(database)
+    _ledger(dsn)
+    slot = f"foreign_{database}"
+    execute(dsn, f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')")
+    config = make_config(postgres, database, workdir, **{"snapshot.mode": "no_data", "slot.name": slot})
+    with pytest.raises(CdcKitError) as failure:
+        run_stream(spark, config)
+    assert "set snapshot.mode=never" in str(failure.value)
+    execute(dsn, "INSERT INTO public.ledger VALUES (400, 4)")
+    config = make_config(postgres, database, workdir, **{"snapshot.mode": "never", "slot.name": slot})
+    assert run_stream(spark, config).events == 1

@@ -57,3 +57,14 @@ def test_the_snapshot_command_reads_rows_only_when_snapshot_mode_asks_for_data(
                                 "snapshot.mode": mode}))
     assert main(["snapshot", str(path)]) == 0
     assert asked == [reads_rows]
+
+
+def test_the_snapshot_command_refuses_snapshot_mode_never(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                                "database.hostname": "db.example.com", "database.user": "u",
+                                "database.password": "p", "database.dbname": "shop", "topic.prefix": "t",
+                                "snapshot.mode": "never"}))
+    assert main(["snapshot", str(path)]) == 2  # before any connection is tried
+    captured = capsys.readouterr()
+    assert "snapshot.mode=never" in captured.out + captured.err and "cdckit stream" in captured.out + captured.err
