@@ -376,3 +376,24 @@ def test_credentials_come_from_aws_secrets_manager(aws_secret: str) -> None:
     assert "has no such field (it has: password, username)" in message
     assert "secret cdckit/missing, which could not be read (ResourceNotFoundException)" in message
     assert PASSWORD not in message
+
+
+SQLSERVER = {"connector.class": "io.debezium.connector.sqlserver.SqlServerConnector", "database.hostname": "db",
+             "database.user": "cdc", "database.password": "secret", "database.names": "shop", "topic.prefix": "t"}
+
+
+@pytest.mark.parametrize(("base", "key", "value", "named"), [
+    (SQLSERVER, "slot.name", "s", "slot.name applies to PostgreSQL and YugabyteDB only"),
+    (SQLSERVER, "database.sslmode", "require", "database.sslmode applies to PostgreSQL and YugabyteDB only"),
+    (SQLSERVER, "cdckit.stream.partitions", "4", "cdckit.stream.partitions applies to PostgreSQL"),
+    (SQLSERVER, "database.dbname", "shop", "use database.names"),
+    (BASE, "database.names", "shop", "use database.dbname"),
+    (BASE, "signal.data.collection", "shop.dbo.signals", "signal.data.collection applies to SQL Server only"),
+    (BASE, "snapshot.isolation.mode", "snapshot", "snapshot.isolation.mode applies to SQL Server only"),
+    (BASE, "snapshot.select.statement.overrides.public.t", "SELECT 1", "applies to SQL Server only"),
+    (BASE, "cdckit.sqlserver.purged.changes", "resnapshot", "applies to SQL Server only"),
+])
+def test_a_setting_only_the_other_connector_reads_is_refused(base: dict[str, str], key: str, value: str,
+                                                            named: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        validate({**base, key: value})

@@ -318,11 +318,30 @@ def validate(raw: Mapping[str, str]) -> Config:
                                 f"with --set {prop.name}=...")
             default = prop.default_for(connector_class) if prop.default_for else prop.default
             values[prop.name] = default
+    _check_connector_family(raw, connector_class, problems)
     _check_combinations(values, problems, passthrough)
     _check_transforms(values, problems, passthrough)
     if problems:
         raise ConfigurationError(problems)
     return Config(values, passthrough)
+
+
+_FAMILY_NAMES = {"sqlserver": "SQL Server", "postgres": "PostgreSQL and YugabyteDB"}
+
+
+def _check_connector_family(raw: Mapping[str, str], connector_class: str, problems: list[str]) -> None:
+    """A setting only the other connector reads would be accepted and do nothing: refuse it."""
+    if connector_class not in (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR, SQLSERVER_CONNECTOR):
+        return
+    family = "sqlserver" if connector_class == SQLSERVER_CONNECTOR else "postgres"
+    for key in raw:
+        prop = BY_NAME.get(key)
+        only = prop.only if prop else ("sqlserver" if key.startswith(_OVERRIDE_PREFIX) else "")
+        if only and only != family:
+            hint = "; use database.names" if key == "database.dbname" else (
+                "; use database.dbname" if key == "database.names" else "")
+            problems.append(f"{key} applies to {_FAMILY_NAMES[only]} only and does nothing with "
+                            f"connector.class={connector_class}; remove it{hint}")
 
 
 def _connect_override(key: str) -> str:

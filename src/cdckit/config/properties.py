@@ -27,6 +27,9 @@ class Property:
     minimum: int | None = None
     # a default that depends on the connector class (YugabyteDB differs from PostgreSQL)
     default_for: Callable[[str], object] | None = None
+    # which connectors read it: "" all, "sqlserver" SQL Server only, "postgres" PostgreSQL and YugabyteDB only;
+    # set for another connector it is refused (it would do nothing)
+    only: str = ""
 
     @property
     def secret(self) -> bool:
@@ -47,17 +50,17 @@ PROPERTIES: tuple[Property, ...] = (
              default_for=_port_default),
     Property("database.user", "string", None, "user with REPLICATION and SELECT privileges", required=True),
     Property("database.password", "password", None, "password of database.user", required=True),
-    Property("database.dbname", "string", None, "database to capture (PostgreSQL, YugabyteDB)"),
-    Property("database.names", "list", (), "databases to capture (SQL Server)"),
-    Property("database.encrypt", "bool", True, "SQL Server: encrypt the connection (TLS)"),
+    Property("database.dbname", "string", None, "database to capture (PostgreSQL, YugabyteDB)", only="postgres"),
+    Property("database.names", "list", (), "databases to capture (SQL Server)", only="sqlserver"),
+    Property("database.encrypt", "bool", True, "SQL Server: encrypt the connection (TLS)", only="sqlserver"),
     Property("database.trustServerCertificate", "bool", False, "SQL Server: accept the server's certificate "
-             "without validating it"),
+             "without validating it", only="sqlserver"),
     Property("database.applicationIntent", "choice", None, "SQL Server: ReadOnly to read from an Always On "
-             "secondary", choices=("ReadOnly", "ReadWrite")),
-    Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name"),
+             "secondary", choices=("ReadOnly", "ReadWrite"), only="sqlserver"),
+    Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name", only="sqlserver"),
     Property("database.sslmode", "choice", "prefer", "libpq sslmode",
-             choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full")),
-    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full"),
+             choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"), only="postgres"),
+    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full", only="postgres"),
     Property("database.connect.timeout.ms", "int", 30000, "connection timeout", minimum=1000),
     Property("topic.prefix", "string", None, "namespace of topic and schema names; never change it",
              required=True),
@@ -70,21 +73,21 @@ PROPERTIES: tuple[Property, ...] = (
     Property("column.exclude.list", "list", (), "regular expressions of schema.table.column not to emit"),
     # -- replication --------------------------------------------------------------------------------
     Property("plugin.name", "choice", "pgoutput", "logical decoding output plugin (yboutput: YugabyteDB only)",
-             choices=("pgoutput", "yboutput")),
-    Property("slot.name", "string", "debezium", "logical replication slot ([a-z0-9_])"),
-    Property("slot.drop.on.stop", "bool", False, "drop the slot when the stream stops (tests only)"),
-    Property("publication.name", "string", "dbz_publication", "publication streamed from"),
+             choices=("pgoutput", "yboutput"), only="postgres"),
+    Property("slot.name", "string", "debezium", "logical replication slot ([a-z0-9_])", only="postgres"),
+    Property("slot.drop.on.stop", "bool", False, "drop the slot when the stream stops (tests only)", only="postgres"),
+    Property("publication.name", "string", "dbz_publication", "publication streamed from", only="postgres"),
     Property("publication.autocreate.mode", "choice", "all_tables", "how the publication is created",
-             choices=("all_tables", "disabled", "filtered")),
+             choices=("all_tables", "disabled", "filtered"), only="postgres"),
     Property("snapshot.mode", "choice", "initial", "when to snapshot (when_needed: also when the slot can no longer "
              "continue from the checkpoint; PostgreSQL/YugabyteDB)",
              choices=("initial", "initial_only", "never", "no_data", "schema_only", "when_needed")),
     Property("snapshot.select.statement.overrides", "list", (), "SQL Server: schema.table names whose snapshot "
-             "uses the SELECT in snapshot.select.statement.overrides.<schema>.<table>"),
+             "uses the SELECT in snapshot.select.statement.overrides.<schema>.<table>", only="sqlserver"),
     Property("snapshot.isolation.mode", "choice", "repeatable_read", "SQL Server: isolation of snapshot reads",
-             choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive")),
+             choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive"), only="sqlserver"),
     Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "
-             "(0 = no limit)", minimum=0),
+             "(0 = no limit)", minimum=0, only="sqlserver"),
     Property("snapshot.fetch.size", "int", 10240, "rows fetched per round trip while snapshotting", minimum=1),
     Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",
              minimum=1),
@@ -101,8 +104,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("binary.handling.mode", "choice", "bytes", "bytea representation",
              choices=("bytes", "base64", "base64-url-safe", "hex")),
     Property("interval.handling.mode", "choice", "numeric", "interval representation",
-             choices=("numeric", "string")),
-    Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map")),
+             choices=("numeric", "string"), only="postgres"),
+    Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map"), only="postgres"),
     Property("schema.name.adjustment.mode", "choice", "none", "make schema names Avro-safe",
              choices=("none", "avro", "avro_unicode")),
     Property("field.name.adjustment.mode", "choice", "none", "make field names Avro-safe",
@@ -158,24 +161,24 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
     Property("cdckit.sqlserver.purged.changes", "choice", "fail", "SQL Server: when the cleanup job removed "
              "changes cdckit had not read: fail (stop with an error) or resnapshot (take an incremental snapshot of "
-             "the table and stream on)", choices=("fail", "resnapshot")),
+             "the table and stream on)", choices=("fail", "resnapshot"), only="sqlserver"),
     Property("signal.data.collection", "string", "", "SQL Server: the signalling table, <db>.<schema>.<table> "
-             "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)"),
+             "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)", only="sqlserver"),
     Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",
-             minimum=1),
+             minimum=1, only="sqlserver"),
     Property("cdckit.sqlserver.schema.evolution", "choice", "job", "SQL Server: who rotates capture instances "
              "after a schema change: job (cdckit schema-evolution, on a schedule) or stream (the stream, before "
-             "every batch)", choices=("job", "stream")),
+             "every batch)", choices=("job", "stream"), only="sqlserver"),
     Property("cdckit.sqlserver.cdc.role", "string", "", "SQL Server: gating role of capture instances the "
-             "schema-evolution job creates (empty: none)"),
+             "schema-evolution job creates (empty: none)", only="sqlserver"),
     Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
-             "(custom drivers, tests)"),
-    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)"),
+             "(custom drivers, tests)", only="sqlserver"),
+    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)", only="sqlserver"),
     Property("cdckit.stream.partitions", "int", 0, "PostgreSQL/YugabyteDB: Spark tasks that read a large "
              "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism)",
-             minimum=0),
+             minimum=0, only="postgres"),
     Property("cdckit.stream.partition.min.events", "int", 5000, "PostgreSQL/YugabyteDB: a micro-batch is cut "
-             "into partitions only where each keeps at least this many changes", minimum=1),
+             "into partitions only where each keeps at least this many changes", minimum=1, only="postgres"),
     Property("cdckit.stream.max.batches", "int", 0, "stop the stream after this many micro-batches "
              "(0 = no limit)", minimum=0),
 )
