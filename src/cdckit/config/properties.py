@@ -57,10 +57,12 @@ PROPERTIES: tuple[Property, ...] = (
              "without validating it", only="sqlserver"),
     Property("database.applicationIntent", "choice", None, "SQL Server: ReadOnly to read from an Always On "
              "secondary", choices=("ReadOnly", "ReadWrite"), only="sqlserver"),
-    Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name", only="sqlserver"),
+    Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name",
+             only="sqlserver"),
     Property("database.sslmode", "choice", "prefer", "libpq sslmode",
              choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"), only="postgres"),
-    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full", only="postgres"),
+    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full",
+             only="postgres"),
     Property("database.connect.timeout.ms", "int", 30000, "connection timeout", minimum=1000),
     Property("topic.prefix", "string", None, "namespace of topic and schema names; never change it",
              required=True),
@@ -85,7 +87,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("snapshot.select.statement.overrides", "list", (), "SQL Server: schema.table names whose snapshot "
              "uses the SELECT in snapshot.select.statement.overrides.<schema>.<table>", only="sqlserver"),
     Property("snapshot.isolation.mode", "choice", "repeatable_read", "SQL Server: isolation of snapshot reads",
-             choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive"), only="sqlserver"),
+             choices=("read_uncommitted", "read_committed", "repeatable_read", "snapshot", "exclusive"),
+             only="sqlserver"),
     Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "
              "(0 = no limit)", minimum=0, only="sqlserver"),
     Property("snapshot.fetch.size", "int", 10240, "rows fetched per round trip while snapshotting", minimum=1),
@@ -105,7 +108,8 @@ PROPERTIES: tuple[Property, ...] = (
              choices=("bytes", "base64", "base64-url-safe", "hex")),
     Property("interval.handling.mode", "choice", "numeric", "interval representation",
              choices=("numeric", "string"), only="postgres"),
-    Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map"), only="postgres"),
+    Property("hstore.handling.mode", "choice", "json", "hstore representation", choices=("json", "map"),
+             only="postgres"),
     Property("schema.name.adjustment.mode", "choice", "none", "make schema names Avro-safe",
              choices=("none", "avro", "avro_unicode")),
     Property("field.name.adjustment.mode", "choice", "none", "make field names Avro-safe",
@@ -173,7 +177,8 @@ PROPERTIES: tuple[Property, ...] = (
              "schema-evolution job creates (empty: none)", only="sqlserver"),
     Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
              "(custom drivers, tests)", only="sqlserver"),
-    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)", only="sqlserver"),
+    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)",
+             only="sqlserver"),
     Property("cdckit.stream.partitions", "int", 0, "PostgreSQL/YugabyteDB: Spark tasks that read a large "
              "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism)",
              minimum=0, only="postgres"),
