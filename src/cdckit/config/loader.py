@@ -318,6 +318,14 @@ def validate(raw: Mapping[str, str]) -> Config:
                                 f"with --set {prop.name}=...")
             default = prop.default_for(connector_class) if prop.default_for else prop.default
             values[prop.name] = default
+    if values.get("cdckit.message.format") == "qlik":
+        # Qlik's metadata messages announce each table's structure; Debezium's schema change records are not
+        # written beside them (SQL Server's default of include.schema.changes is Debezium's, for its format).
+        if "include.schema.changes" in raw and values.get("include.schema.changes"):
+            problems.append("include.schema.changes=true writes Debezium's schema change records; with "
+                            "cdckit.message.format=qlik each table's structure is in Qlik's metadata messages: "
+                            "remove include.schema.changes")
+        values["include.schema.changes"] = False
     _check_connector_family(raw, connector_class, problems)
     _check_combinations(values, problems, passthrough)
     _check_transforms(values, problems, passthrough)
