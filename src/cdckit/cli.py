@@ -159,7 +159,7 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
 
 
 def _quality(args: argparse.Namespace, console: Console) -> int:
-    from cdckit.quality import check_records
+    from cdckit.quality import check_no_transforms, check_records
     from cdckit.quality.records import QualityInputError, read_files, read_kafka
     from cdckit.spark.session import get_spark
 
@@ -175,6 +175,7 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
                 raise QualityInputError(f"--set {item!r} is not KEY=VALUE")
             options[key.strip()] = value.strip()
         reconcile = False
+    check_no_transforms(options)
     from_files = Path(args.input).is_dir()
     if not from_files and not options.get("kafka.bootstrap.servers"):
         raise QualityInputError(f"--input {args.input!r} is not a folder; as a Kafka topic pattern it needs "

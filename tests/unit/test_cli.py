@@ -68,3 +68,17 @@ def test_the_snapshot_command_refuses_snapshot_mode_never(tmp_path: Any, capsys:
     assert main(["snapshot", str(path)]) == 2  # before any connection is tried
     captured = capsys.readouterr()
     assert "snapshot.mode=never" in captured.out + captured.err and "cdckit stream" in captured.out + captured.err
+
+
+def test_quality_refuses_a_configuration_whose_transforms_change_the_records(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                                "database.hostname": "db.example.com", "database.user": "u",
+                                "database.password": "p", "database.dbname": "shop", "topic.prefix": "t",
+                                "transforms": "unwrap",
+                                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}))
+    (tmp_path / "out").mkdir()
+    assert main(["quality", str(path), "--input", str(tmp_path / "out"), "--report", str(tmp_path / "r")]) == 2
+    captured = capsys.readouterr()
+    assert "transforms (unwrap) change them" in captured.out + captured.err

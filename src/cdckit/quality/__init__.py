@@ -77,6 +77,17 @@ def _schemas_enabled(options: Mapping[str, str]) -> bool:
     return str(options.get("value.converter.schemas.enable", "true")).lower() != "false"
 
 
+def check_no_transforms(options: Mapping[str, str]) -> None:
+    """The suites know Debezium's records as the connector writes them; transformed ones are refused."""
+    if str(options.get("transforms", "")).strip():
+        from cdckit.errors import ConfigurationError
+
+        raise ConfigurationError([
+            f"the quality suites check Debezium's records as the connector writes them, and this configuration's "
+            f"transforms ({options['transforms']}) change them; run the suites on records written without "
+            f"transforms (the same configuration without the transforms.* settings)"])
+
+
 def check_records(records: DataFrame, options: Mapping[str, str] | None = None, report_dir: Path | None = None,
                   reconcile: bool = False) -> QualityReport:
     """Run the suites on a DataFrame of records; with ``report_dir``, write Data Docs and the summaries there.
@@ -88,6 +99,7 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     from cdckit.quality import reconcile as rec
 
     options = dict(options or {})
+    check_no_transforms(options)
     notes: list[str] = []
     holder = None
     postgres = not str(options.get("connector.class", "")).endswith("SqlServerConnector")
