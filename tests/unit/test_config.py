@@ -404,3 +404,9 @@ def test_qlik_messages_come_without_debeziums_schema_change_records() -> None:
     assert validate(SQLSERVER).bool("include.schema.changes") is True
     with pytest.raises(ConfigurationError, match=re.escape("include.schema.changes=true")):
         validate({**SQLSERVER, "cdckit.message.format": "qlik", "include.schema.changes": "true"})
+
+
+def test_tasks_max_above_one_is_refused_rather_than_ignored() -> None:
+    with pytest.raises(ConfigurationError, match="parallelism is Spark's"):
+        validate({**BASE, "tasks.max": "4"})
+    assert validate({**BASE, "tasks.max": "1"}).int("tasks.max") == 1

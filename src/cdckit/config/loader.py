@@ -409,6 +409,11 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
                 re.compile(str(pattern))
             except re.error as exc:
                 problems.append(f"{key} entry {pattern!r} is not a valid regular expression ({exc})")
+    tasks = values.get("tasks.max")
+    if isinstance(tasks, int) and tasks > 1:
+        problems.append(f"tasks.max={tasks}: one cdckit job reads every table and database, and its parallelism is "
+                        f"Spark's (executors, cdckit.snapshot.chunk.rows, cdckit.stream.partitions); remove tasks.max "
+                        f"or set it to 1")
     slot = str(values.get("slot.name") or "")
     if slot and not _SLOT_NAME.match(slot):
         problems.append(f"slot.name={slot!r} may only contain lower-case letters, digits and underscores "

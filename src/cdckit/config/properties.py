@@ -44,7 +44,8 @@ PROPERTIES: tuple[Property, ...] = (
     # -- identity and connection ------------------------------------------------------------------
     Property("name", "string", None, "connector name (informational)"),
     Property("connector.class", "choice", None, "source connector", choices=SUPPORTED_CONNECTORS, required=True),
-    Property("tasks.max", "int", 1, "accepted for compatibility; cdckit parallelism comes from Spark", minimum=1),
+    Property("tasks.max", "int", 1, "1 only: one cdckit job reads every table and database; its parallelism is "
+             "Spark's", minimum=1),
     Property("database.hostname", "string", None, "database host name or IP address", required=True),
     Property("database.port", "int", None, "database port (5432; 5433 for YugabyteDB)", minimum=1,
              default_for=_port_default),
