@@ -201,6 +201,45 @@ def test_datetimeoffset_columns_keep_their_own_offset_in_snapshot_and_stream(sql
         ("u", {"id": 1, "starts": "2018-07-13T12:23:45.456+11:00", "ends": "2018-07-13T20:00:00.12-05:30"})]
 
 
+# -- settings the SQL Server path reads: schema lists, snapshot.fetch.size, database.connect.timeout.ms ---------
+def test_schema_lists_choose_the_captured_schemas(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = unique_name("orders")
+    sqlserver.execute("IF SCHEMA_ID(N'sales') IS NULL EXEC(N'CREATE SCHEMA sales')",
+                      f"CREATE TABLE sales.{table} (id int PRIMARY KEY)", f"INSERT INTO sales.{table} VALUES (1)")
+    sqlserver.enable_cdc_table(table, schema="sales")
+    other = sqlserver.create_table("orders", "id int PRIMARY KEY", "INSERT INTO dbo.{table} VALUES (1)")
+    sqlserver.wait_for_capture()
+    both = rf"dbo\.{other},sales\.{table}"
+    for number, (lists, expected) in enumerate([({"schema.include.list": "sales"}, [topic(table, schema="sales")]),
+                                                ({"schema.exclude.list": "sales"}, [topic(other)])]):
+        config = sqlserver.config(workdir / str(number), [], **{"table.include.list": both}, **{
+            key.replace(".", "__"): value for key, value in lists.items()})
+        report = run_snapshot(spark, config)
+        assert sorted(report.rows_per_topic) == expected, lists
+
+
+def test_snapshot_fetch_size_smaller_than_the_table_reads_every_row(sqlserver: SqlServerLab, spark: Any,
+                                                                     workdir: Path) -> None:
+    table = sqlserver.create_table("fetched", "id int PRIMARY KEY",
+                                   "INSERT INTO dbo.{table} SELECT value FROM GENERATE_SERIES(1, 25)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], snapshot__fetch__size="4")
+    assert run_snapshot(spark, config).rows_per_topic == {topic(table): 25}
+
+
+def test_an_unreachable_server_fails_within_database_connect_timeout_ms(sqlserver: SqlServerLab,
+                                                                       workdir: Path) -> None:
+    from cdckit.dialect.sqlserver.connection import connect
+    from cdckit.errors import CdcKitError
+
+    properties = {**sqlserver.properties(workdir, []), "database.hostname": "10.255.255.1",
+                  "database.connect.timeout.ms": "3000"}  # a non-routable address: only the timeout ends it
+    started = time.monotonic()
+    with pytest.raises((CdcKitError, Exception)):
+        connect(properties)
+    assert time.monotonic() - started < 20
+
+
 # -- Qlik Replicate messages (cdckit.message.format=qlik) -------------------------------------------------------
 def test_qlik_messages_for_sql_server_snapshot_and_stream(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
     table = sqlserver.create_table(
