@@ -410,3 +410,9 @@ def test_tasks_max_above_one_is_refused_rather_than_ignored() -> None:
     with pytest.raises(ConfigurationError, match="parallelism is Spark's"):
         validate({**BASE, "tasks.max": "4"})
     assert validate({**BASE, "tasks.max": "1"}).int("tasks.max") == 1
+
+
+def test_snapshot_mode_when_needed_is_refused_for_sql_server_and_names_the_alternative() -> None:
+    with pytest.raises(ConfigurationError, match=r"cdckit\.sqlserver\.purged\.changes=resnapshot"):
+        validate({**SQLSERVER, "snapshot.mode": "when_needed"})
+    assert validate({**BASE, "snapshot.mode": "when_needed"}).str("snapshot.mode") == "when_needed"
