@@ -314,31 +314,109 @@ def test_failure_in_the_middle_of_a_batch_replays_that_batch_with_the_same_posit
 
 
 # -- the cleanup job purging changes cdckit has not read -----------------------------------------------------
+ONE_BATCH = {"cdckit.trigger": "processing-time", "cdckit.trigger.interval": "200 milliseconds",
+             "cdckit.stream.max.batches": "1"}
+
+
+def _insert_and_purge(sqlserver: SqlServerLab, table: str, instance: str) -> None:
+    """Ten inserts (ids 0 to 9), then what the cleanup job does when the retention expires, done now: every
+    change below the low water mark (the newest LSN in cdc.lsn_time_mapping, past all ten inserts) is deleted."""
+    sqlserver.execute(*[f"INSERT INTO dbo.{table} (id, amount) VALUES ({i}, {i})" for i in range(10)])
+    sqlserver.wait_for_capture()
+    inserted = f"SELECT COUNT(*) FROM cdc.[{instance}_CT] WHERE id BETWEEN 0 AND 9"
+    assert sqlserver.fetch(inserted) == [(10,)]
+    # The cleanup procedure lowers a low water mark to the first LSN committed at the same time (datetime
+    # precision, 3 ms); one more capture round later the newest LSN is surely later than every insert.
+    time.sleep(0.1)
+    sqlserver.wait_for_capture()
+    low_water_mark = sqlserver.max_lsn()
+    sqlserver.execute(("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
+                       "@threshold = 5000", (instance, low_water_mark)))
+    assert sqlserver.fetch(inserted) == [(0,)]
+
+
+def _first_batch_while_writing(sqlserver: SqlServerLab, table: str, spark: Any, config: Any) -> None:
+    """Run the stream until one batch is committed, writing meanwhile: with snapshot.mode=never a stream starts
+    at the max LSN it finds, so only changes committed after it started make a batch."""
+    stop = threading.Event()
+
+    def write() -> None:
+        next_id = 1000
+        while not stop.is_set():
+            sqlserver.execute(f"INSERT INTO dbo.{table} (id, amount) VALUES ({next_id}, 0)")
+            next_id += 1
+            stop.wait(0.2)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert run_stream(spark, config).batches == 1
+    finally:
+        stop.set()
+        writer.join()
+
+
 def test_changes_purged_by_the_cleanup_job_give_a_clear_error(sqlserver: SqlServerLab, spark: Any,
                                                               workdir: Path) -> None:
     table = sqlserver.create_table("purged", "id int PRIMARY KEY, amount int NOT NULL")
     instance = f"dbo_{table}"
     config = sqlserver.config(workdir, [table])
     run_snapshot(spark, config)
-    sqlserver.execute(*[f"INSERT INTO dbo.{table} VALUES ({i}, {i})" for i in range(10)])
-    sqlserver.wait_for_capture()
-    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(10,)]
-    # The cleanup procedure lowers a low water mark to the first LSN committed at the same time (datetime
-    # precision, 3 ms); one more capture round later the newest LSN is surely later than every insert.
-    time.sleep(0.1)
-    sqlserver.wait_for_capture()
-
-    # What the cleanup job does when the retention expires, done now: every change below the low water mark
-    # (the newest LSN in cdc.lsn_time_mapping, past all ten inserts) is deleted, before cdckit read them.
-    low_water_mark = sqlserver.max_lsn()
-    sqlserver.execute(("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-                       "@threshold = 5000", (instance, low_water_mark)))
-    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(0,)]
+    _insert_and_purge(sqlserver, table, instance)
 
     with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
         run_stream(spark, config)
     assert f"testDB.dbo.{table}" in str(raised.value)
     assert instance in str(raised.value)
+
+
+def test_changes_purged_before_a_stream_without_snapshot_read_them_give_a_clear_error(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("purgednever", "id int PRIMARY KEY, amount int NOT NULL")
+    never = {"snapshot.mode": "never"}
+    _first_batch_while_writing(sqlserver, table, spark, sqlserver.config(workdir, [table], **never, **ONE_BATCH))
+    _insert_and_purge(sqlserver, table, f"dbo_{table}")
+
+    with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
+        run_stream(spark, sqlserver.config(workdir, [table], **never))
+    assert f"testDB.dbo.{table}" in str(raised.value)
+
+
+def test_changes_purged_before_a_stream_without_snapshot_read_them_are_resnapshotted(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("resnapshotnever", "id int PRIMARY KEY, amount int NOT NULL")
+    name = topic(table)
+    never = {"snapshot.mode": "never", "cdckit.sqlserver.purged.changes": "resnapshot"}
+    _first_batch_while_writing(sqlserver, table, spark, sqlserver.config(workdir, [table], **never, **ONE_BATCH))
+    _insert_and_purge(sqlserver, table, f"dbo_{table}")
+    config = sqlserver.config(workdir, [table], **never)
+    run_stream(spark, config)
+    reads = [payload(r["value"]) for r in records(config, name) if payload(r["value"])["op"] == "r"]
+    assert set(range(10)) <= {r["after"]["id"] for r in reads}
+    assert {r["source"]["snapshot"] for r in reads} == {"incremental"}
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))
+
+
+def test_changes_purged_from_a_capture_instance_created_after_the_snapshot_give_a_clear_error(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("rotated", "id int PRIMARY KEY, amount int NOT NULL")
+    second = f"dbo_{table}_v2"
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(f"ALTER TABLE dbo.{table} ADD tier int NULL",
+                      ("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = ?, @role_name = NULL, "
+                       "@capture_instance = ?, @supports_net_changes = 0", (table, second)))
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (100, 100, 1)")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)  # reads across the switch to the new instance
+    sqlserver.execute(("EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = ?, "
+                       "@capture_instance = ?", (table, f"dbo_{table}")))
+    _insert_and_purge(sqlserver, table, second)
+
+    with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
+        run_stream(spark, config)
+    assert second in str(raised.value)
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(table))] == [100]
 
 
 # -- the SQL Server Agent stopped (last: it changes the server) ----------------------------------------------

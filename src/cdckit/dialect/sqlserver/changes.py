@@ -63,10 +63,12 @@ def require_max_lsn(cursor: Any, database: str) -> int | None:
 def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_since: int | None = None) -> int:
     """The first LSN to read for ``instance`` after ``start``; raises when changes after ``start`` were purged.
 
-    ``known_since`` is the start LSN the capture instance had when cdckit first read it (recorded with the
-    snapshot): the cleanup job raises an instance's start LSN, so only that record tells a purge apart from an
-    instance created after ``start`` (a new capture instance after a schema change), whose earlier changes never
-    existed.
+    ``known_since`` is the start LSN the capture instance had when cdckit first met it (recorded with the
+    snapshot or in the stream's offsets): the cleanup job raises an instance's start LSN, so only that record
+    tells a purge from an instance created after ``start`` (a new capture instance after a schema change), whose
+    changes before its own start never existed. Changes were lost when the instance now starts after both
+    ``start`` and the start it had when cdckit met it. Without a record nothing can be told, and nothing is
+    raised.
     """
     low = min_lsn(cursor, instance.database, instance.capture_instance)
     if low == 0:
@@ -75,7 +77,7 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_sin
             f"{instance.capture_instance} no longer exists); re-enable it with sys.sp_cdc_enable_table "
             f"(sql/sqlserver/03_enable_cdc_table.sql) or remove the table from table.include.list")
     first = start + 1
-    if first < low and known_since is not None and known_since <= first:
+    if known_since is not None and low > max(first, known_since):
         raise PurgedChangesError(
             f"changes of {instance.database}.{instance.qualified_name} after LSN {format_sqlserver_lsn(start)} "
             f"were removed by the CDC cleanup job (capture instance {instance.capture_instance} now starts at "
