@@ -320,6 +320,8 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 known_since = None if instance.capture_instance in partition.resnapshot else partition.starts.get(
                     instance_key(instance))
                 first = check_readable(cursor, instance, partition.start, known_since)
+                if first > partition.end:  # the cleanup job moved its start past this batch (it is re-snapshotted)
+                    continue
                 streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end),
                                             offset_minutes))
             events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
