@@ -419,6 +419,39 @@ def test_changes_purged_from_a_capture_instance_created_after_the_snapshot_give_
     assert [payload(r["value"])["after"]["id"] for r in records(config, topic(table))] == [100]
 
 
+# -- several databases in one job ----------------------------------------------------------------------------
+def _wait_for_rows(lab: SqlServerLab, change_table: str, count: int, timeout: float = 90) -> None:
+    """Wait until the capture job of ``lab``'s database has copied ``count`` changes into ``change_table``."""
+    deadline = time.monotonic() + timeout
+    while lab.fetch(f"SELECT COUNT(*) FROM {change_table}")[0][0] < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the capture job of {lab.database} did not fill {change_table} in {timeout} s")
+        time.sleep(0.25)
+
+
+def test_a_busy_database_does_not_hold_back_another(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    other = dataclasses.replace(sqlserver, database=unique_name("salesdb"))
+    sqlserver.execute(f"CREATE DATABASE [{other.database}]", database="master")
+    other.enable_cdc_database()
+    quiet = other.create_table("invoices", "id int PRIMARY KEY, amount int NOT NULL")
+    busy = sqlserver.create_table("busy", "id int PRIMARY KEY, amount int NOT NULL")
+    both = {"database.names": f"{sqlserver.database},{other.database}", "max.batch.size": "10"}
+    config = sqlserver.config(workdir, [busy, quiet], **both)
+    run_snapshot(spark, config)
+    sqlserver.execute(*[f"INSERT INTO dbo.{busy} VALUES ({i}, {i})" for i in range(40)])
+    other.execute(f"INSERT INTO dbo.{quiet} VALUES (7, 7)")
+    sqlserver.wait_for_capture()
+    _wait_for_rows(other, f"cdc.[dbo_{quiet}_CT]", 1)
+
+    run_stream(spark, sqlserver.config(workdir, [busy, quiet], **both, **ONE_BATCH))
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(quiet, other.database))] == [7]
+    assert 1 <= len(records(config, topic(busy))) <= 10, "the batch stays within max.batch.size"
+    run_stream(spark, config)
+    assert replay(config, topic(busy)) == _rows(sqlserver, busy, ("id", "amount"))
+    commits = [payload(r["value"])["source"]["commit_lsn"] for r in records(config, topic(busy))]
+    assert commits == sorted(commits) and len(commits) == 40
+
+
 # -- the SQL Server Agent stopped (last: it changes the server) ----------------------------------------------
 def test_agent_stopped_gives_a_clear_error(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
     """CDC enabled while the Agent is down: no capture job has run, so there is no max LSN; cdckit must say

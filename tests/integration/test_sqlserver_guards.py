@@ -1,6 +1,6 @@
-"""SQL Server guards that must hold in every mode: changes purged by the cleanup job before cdckit read them.
-Against the in-process model of
-SQL Server (cdckit.lab.sqlserver_model); the twins of these scenarios run against SQL Server 2022 in
+"""SQL Server guards that must hold in every mode: changes purged by the cleanup job before cdckit read them,
+and several databases sharing one stream. Against the in-process model of SQL Server
+(cdckit.lab.sqlserver_model); the twins of these scenarios run against SQL Server 2022 in
 tests/docker/test_sqlserver_scenarios.py."""
 
 from __future__ import annotations
@@ -95,3 +95,28 @@ def test_purged_changes_of_a_capture_instance_created_after_the_snapshot_stop_th
     assert status == 2, output
     assert "were removed by the CDC cleanup job" in output and "dbo_customers_v2" in output
     assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [100]
+
+
+def test_a_busy_database_does_not_hold_back_another(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    model.create_database("salesDB")
+    model.enable_cdc("salesDB")
+    model.create_table("salesDB", "dbo", "invoices", [ModelColumn("id", "int", nullable=False),
+                                                      ModelColumn("email", "varchar", max_length=255)], ["id"])
+    model.enable_table("salesDB", "dbo", "invoices")
+    both = {"database.names": "testDB,salesDB", "table.include.list": "dbo\\.customers,dbo\\.invoices",
+            "max.batch.size": "10"}
+    config = sqlserver_config(model, workdir, **both)
+    run_snapshot(spark, config)
+    for i in range(40):
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "customers", {"id": i, "email": f"busy{i}"})
+    with model.transaction("salesDB") as tx:
+        tx.insert("dbo", "invoices", {"id": 7, "email": "quiet"})
+    run_stream(spark, sqlserver_config(model, workdir, **both, **ONE_BATCH))
+    invoices = "server1.salesDB.dbo.invoices"
+    assert [payload(r["value"])["after"]["id"] for r in records(config, invoices)] == [7]
+    assert 1 <= len(records(config, TOPIC)) <= 10, "the batch stays within max.batch.size"
+    run_stream(spark, config)
+    assert replay(config, TOPIC) == table_rows(model)
+    commits = [payload(r["value"])["source"]["commit_lsn"] for r in records(config, TOPIC)]
+    assert commits == sorted(commits) and len(commits) == 40

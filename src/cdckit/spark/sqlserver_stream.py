@@ -5,11 +5,11 @@ Offsets: ``{"databases": {"<db>": {"commit_lsn": "00000027:00000758:0005", "chan
 Debezium's offset keys per database of ``database.names``, and the start LSN each capture instance had when the
 stream first met it (the purged-changes guard compares it with the instance's start LSN now; being in the
 offsets, it survives restarts with the position it belongs to). A batch holds every change with commit LSN in
-``(start, end]`` of each database: whole transactions, at most ``max.batch.size`` changes
-(``max.iteration.transactions`` caps the transactions). Each capture instance is read in its own partition; with
-``provide.transaction.metadata`` one partition per database keeps transactions whole across tables. After a
-snapshot, changes a snapshot chunk already reflects (commit LSN <= the chunk's high watermark) are skipped, so
-replaying per key never goes back in time.
+``(start, end]`` of each database with new changes: whole transactions, at most ``max.batch.size`` changes
+shared out among those databases, at most ``max.iteration.transactions`` transactions per database. Each
+capture instance is read in its own partition; with ``provide.transaction.metadata`` one partition per database
+keeps transactions whole across tables. After a snapshot, changes a snapshot chunk already reflects (commit LSN
+<= the chunk's high watermark) are skipped, so replaying per key never goes back in time.
 """
 
 from __future__ import annotations
@@ -181,21 +181,26 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                             rotation.capture_instance, rotation.reason)
             schema_evolution.apply_with(self.options, rotations)
 
-        budget = read_limit_rows(limit, self.max_batch_size)
-        latest = dict(begin)
         everywhere: list[CaptureInstance] = []
-        advanced = False
-        for database in self.databases:  # the budget is spent database by database, in database.names order
+        moved = []  # the databases with something new: (database, cursor, capture instances, max LSN)
+        for database in self.databases:
             cursor = self._cursor(database)
             instances = capture_instances(cursor, database, self.options)
             everywhere.extend(instances)
             upto = self._target[database] if self._target else require_max_lsn(cursor, database)
-            if upto is None or advanced:
-                continue
-            end = pending_end(cursor, instances, begin.get(database, 0), upto, budget, self.max_transactions)
+            if upto is not None and upto > begin.get(database, 0):
+                moved.append((database, cursor, instances, upto))
+        # Every database with something new advances in this batch: each takes an equal part of what is left of
+        # the budget (so a busy database cannot hold the others back), in database.names order; a part one leaves
+        # unused goes to those after it.
+        budget = read_limit_rows(limit, self.max_batch_size)
+        latest = dict(begin)
+        for index, (database, cursor, instances, upto) in enumerate(moved):
+            share = max(1, budget // (len(moved) - index))
+            end, admitted = pending_end(cursor, instances, begin.get(database, 0), upto, share, self.max_transactions)
             if end is not None:
                 latest[database] = end
-                advanced = True
+            budget = max(0, budget - admitted)
         return offset(latest, met_starts(start, self.options, everywhere))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
