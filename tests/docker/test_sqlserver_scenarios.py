@@ -452,6 +452,33 @@ def test_a_busy_database_does_not_hold_back_another(sqlserver: SqlServerLab, spa
     assert commits == sorted(commits) and len(commits) == 40
 
 
+# -- DDL on a captured table: what its capture instance keeps ------------------------------------------------
+def test_dropped_and_retyped_columns_as_the_capture_instance_records_them(sqlserver: SqlServerLab) -> None:
+    """What the SQL Server model (tests/unit/test_sqlserver_model.py) answers after ALTER TABLE DROP COLUMN and
+    ALTER COLUMN on a CDC-enabled table, checked against SQL Server itself."""
+    table = sqlserver.create_table("ddl", "id int PRIMARY KEY, note varchar(40) NULL, name nvarchar(100) NULL")
+    instance = f"dbo_{table}"
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, 'n', N'a')")
+    sqlserver.execute(f"ALTER TABLE dbo.{table} DROP COLUMN note",
+                      f"ALTER TABLE dbo.{table} ALTER COLUMN name nvarchar(300) NULL")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, N'b')")
+    sqlserver.wait_for_capture()
+    of_instance = "JOIN cdc.change_tables ct ON ct.object_id = {alias}.object_id WHERE ct.capture_instance = ?"
+    assert sqlserver.fetch("SELECT column_name, column_type FROM cdc.captured_columns cc "
+                           f"{of_instance.format(alias='cc')} ORDER BY column_ordinal", instance) == [
+        ("id", "int"), ("note", "varchar"), ("name", "nvarchar")]
+    assert sqlserver.fetch("SELECT c.name, ty.name, c.max_length FROM sys.columns c JOIN sys.types ty "
+                           "ON ty.user_type_id = c.user_type_id WHERE c.object_id = OBJECT_ID(?) "
+                           "AND c.name NOT LIKE '[_][_]$%' ORDER BY c.column_id", f"cdc.[{instance}_CT]") == [
+        ("id", "int", 4), ("note", "varchar", 40), ("name", "nvarchar", 600)]
+    assert sqlserver.fetch(f"SELECT id, note FROM cdc.[{instance}_CT] ORDER BY [__$start_lsn]") == [
+        (1, "n"), (2, None)]
+    history = sqlserver.fetch("SELECT h.required_column_update, h.ddl_command FROM cdc.ddl_history h "
+                              f"{of_instance.format(alias='h')} ORDER BY h.ddl_lsn", instance)
+    assert [(bool(update), "DROP COLUMN" in command.upper(), "ALTER COLUMN" in command.upper())
+            for update, command in history] == [(False, True, False), (True, False, True)]
+
+
 # -- the SQL Server Agent stopped (last: it changes the server) ----------------------------------------------
 def test_agent_stopped_gives_a_clear_error(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
     """CDC enabled while the Agent is down: no capture job has run, so there is no max LSN; cdckit must say

@@ -356,6 +356,51 @@ def test_two_capture_instances_schema_evolution_and_a_third_refused(model: SqlSe
     assert one(conn, q.MIN_LSN.format(db=DB), "dbo_customers") == ZERO_LSN
 
 
+def _change_table_columns(conn: ssm.Connection) -> list[tuple[Any, ...]]:
+    """The change table's captured columns as sys.columns describes them: (name, type, max_length)."""
+    (_, _, _, _, change_object_id, _) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
+    return [r[:3] for r in rows(conn, q.TABLE_COLUMNS.format(db=DB), change_object_id) if not r[0].startswith("__$")]
+
+
+def test_drop_column_keeps_it_in_the_capture_instance_with_nulls(model: SqlServerModel, conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(1))
+    before = _change_table_columns(conn)
+    model.alter_table_drop_column("testDB", "dbo", "customers", "balance")
+    (_, _, _, _, _, source_object_id) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
+    assert [r[0] for r in rows(conn, q.TABLE_COLUMNS.format(db=DB), source_object_id)] == [
+        "id", "name", "active", "created"]
+    assert _change_table_columns(conn) == before  # the change table keeps the column
+    (ddl,) = rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN)
+    assert ddl[2] == "ALTER TABLE [dbo].[customers] DROP COLUMN [balance]"
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "name": "bob"})
+    assert [r[6] for r in changes(conn)] == [Decimal("10.50"), None]  # later changes carry NULL in it
+    with pytest.raises(ssm.ProgrammingError, match=r"\(5074\)"):
+        model.alter_table_drop_column("testDB", "dbo", "customers", "id")
+    with pytest.raises(ssm.ProgrammingError, match=r"\(4924\)"):
+        model.alter_table_drop_column("testDB", "dbo", "customers", "balance")
+
+
+def test_alter_column_type_reaches_the_change_table_when_the_capture_job_reads_it(
+        model: SqlServerModel, conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(1, name="a" * 20))
+    model.stop_agent()
+    model.alter_table_alter_column("testDB", "dbo", "customers", ModelColumn("name", "nvarchar", max_length=600))
+    assert ("name", "nvarchar", 200) in _change_table_columns(conn)  # the capture job has not read it yet
+    model.start_agent()
+    assert ("name", "nvarchar", 600) in _change_table_columns(conn)
+    (ddl,) = rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN)
+    assert ddl[2] == "ALTER TABLE [dbo].[customers] ALTER COLUMN [name] nvarchar(300) NULL"
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(2, name="b" * 300))
+    assert [r[5] for r in changes(conn)] == ["a" * 20, "b" * 300]
+    with pytest.raises(ssm.DataError, match=r"\(2628\)"):  # a value that does not fit fails the statement
+        model.alter_table_alter_column("testDB", "dbo", "customers", ModelColumn("name", "nvarchar", max_length=20))
+    assert ("name", "nvarchar", 600) in _change_table_columns(conn)
+
+
 # ---- table reads ----------------------------------------------------------------------------------------------------
 def test_select_rows_key_ranges_and_bounds(model: SqlServerModel, conn: ssm.Connection) -> None:
     bounds = q.key_bounds(DB, "dbo", "customers", "id")
