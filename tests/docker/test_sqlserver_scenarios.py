@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from sqlserver_docker import (
+    TOPIC_PREFIX,
     SqlServerLab,
     payload,
     positions_by_key,
@@ -450,6 +451,60 @@ def test_a_busy_database_does_not_hold_back_another(sqlserver: SqlServerLab, spa
     assert replay(config, topic(busy)) == _rows(sqlserver, busy, ("id", "amount"))
     commits = [payload(r["value"])["source"]["commit_lsn"] for r in records(config, topic(busy))]
     assert commits == sorted(commits) and len(commits) == 40
+
+
+# -- schema drift: a dropped column, a changed column type ---------------------------------------------------
+def _alter_columns(config: Any) -> list[list[tuple[str, str]]]:
+    """(name, typeName) of each ALTER schema change record's columns, in order."""
+    return [[(c["name"], c["typeName"]) for c in change["table"]["columns"]]
+            for change in (payload(r["value"])["tableChanges"][0] for r in records(config, TOPIC_PREFIX))
+            if change["type"] == "ALTER"]
+
+
+def _capture_instances(sqlserver: SqlServerLab, table: str) -> list[str]:
+    return [row[0] for row in sqlserver.fetch("SELECT capture_instance FROM cdc.change_tables "
+                                              "WHERE source_object_id = OBJECT_ID(?) ORDER BY create_date",
+                                              f"dbo.{table}")]
+
+
+def test_the_schema_evolution_job_rotates_after_a_column_was_dropped(sqlserver: SqlServerLab, spark: Any,
+                                                                     workdir: Path) -> None:
+    from cdckit import schema_evolution
+
+    table = sqlserver.create_table("dropped", "id int PRIMARY KEY, email varchar(255) NULL, note varchar(40) NULL")
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, 'one', 'kept')")
+    sqlserver.execute(f"ALTER TABLE dbo.{table} DROP COLUMN note")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, 'two')")
+    sqlserver.wait_for_capture()
+    (rotation,) = schema_evolution.plan(config)
+    assert (rotation.action, rotation.reason) == ("create", f"dbo.{table}: columns dropped: note")
+    schema_evolution.apply(config, [rotation])
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (3, 'three')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    assert [payload(r["value"])["after"] for r in records(config, topic(table))] == [
+        {"id": 1, "email": "one", "note": "kept"}, {"id": 2, "email": "two", "note": None},
+        {"id": 3, "email": "three"}]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "varchar")]]
+
+
+def test_the_stream_rotates_after_a_column_type_changed(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("retyped", "id int PRIMARY KEY, email varchar(255) NULL")
+    config = sqlserver.config(workdir, [table], **{"cdckit.sqlserver.schema.evolution": "stream"})
+    run_snapshot(spark, config)
+    sqlserver.execute(f"ALTER TABLE dbo.{table} ALTER COLUMN email nvarchar(500) NULL")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, N'before-the-rotation')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)  # plans a batch: the rotation happens before it is read
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, N'after-the-rotation')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    run_stream(spark, config)  # the old instance is dropped once the stream has passed the switch
+    assert _capture_instances(sqlserver, table) == [f"dbo_{table}_v2"]
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(table))] == [1, 2]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "nvarchar")]]
 
 
 # -- DDL on a captured table: what its capture instance keeps ------------------------------------------------

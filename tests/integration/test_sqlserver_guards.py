@@ -1,5 +1,5 @@
 """SQL Server guards that must hold in every mode: changes purged by the cleanup job before cdckit read them,
-and several databases sharing one stream. Against the in-process model of SQL Server
+schema drift of a captured table, and several databases sharing one stream. Against the in-process model of SQL Server
 (cdckit.lab.sqlserver_model); the twins of these scenarios run against SQL Server 2022 in
 tests/docker/test_sqlserver_scenarios.py."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from helpers import payload, records, replay
-from test_sqlserver_end_to_end import TOPIC, _cli, model, sqlserver_config, table_rows
+from test_sqlserver_end_to_end import TOPIC, _cli, _instances, model, sqlserver_config, table_rows
 
 from cdckit.config import Config
 from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
@@ -120,3 +120,53 @@ def test_a_busy_database_does_not_hold_back_another(model: SqlServerModel, spark
     assert replay(config, TOPIC) == table_rows(model)
     commits = [payload(r["value"])["source"]["commit_lsn"] for r in records(config, TOPIC)]
     assert commits == sorted(commits) and len(commits) == 40
+
+
+def _alter_columns(config: Config) -> list[list[tuple[str, str]]]:
+    """(name, typeName) of each ALTER schema change record's columns, in order."""
+    return [[(c["name"], c["typeName"]) for c in change["table"]["columns"]]
+            for change in (payload(r["value"])["tableChanges"][0] for r in records(config, "server1"))
+            if change["type"] == "ALTER"]
+
+
+def test_the_schema_evolution_job_rotates_after_a_column_was_dropped(
+        model: SqlServerModel, spark: Any, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model.create_table("testDB", "dbo", "accounts", [ModelColumn("id", "int", nullable=False),
+                                                     ModelColumn("email", "varchar", max_length=255),
+                                                     ModelColumn("note", "varchar", max_length=40)], ["id"])
+    model.enable_table("testDB", "dbo", "accounts")
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.accounts"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "accounts", {"id": 1, "email": "one", "note": "kept"})
+    model.alter_table_drop_column("testDB", "dbo", "accounts", "note")
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "accounts", {"id": 2, "email": "two"})
+    status, planned = _cli(capsys, config, workdir, "schema-evolution --plan")
+    assert status == 0 and "columns dropped: note" in planned, planned
+    status, output = _cli(capsys, config, workdir, "schema-evolution")
+    assert status == 0 and "created capture instance dbo_accounts_v2" in output, output
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "accounts", {"id": 3, "email": "three"})
+    run_stream(spark, config)
+    assert [payload(r["value"])["after"] for r in records(config, "server1.testDB.dbo.accounts")] == [
+        {"id": 1, "email": "one", "note": "kept"}, {"id": 2, "email": "two", "note": None},
+        {"id": 3, "email": "three"}]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "varchar")]]
+
+
+def test_the_stream_rotates_after_a_column_type_changed(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "cdckit.sqlserver.schema.evolution": "stream"})
+    run_snapshot(spark, config)
+    model.alter_table_alter_column("testDB", "dbo", "customers", ModelColumn("email", "nvarchar", max_length=1000))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "before-the-rotation"})
+    run_stream(spark, config)  # plans a batch: the rotation happens before it is read
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "after-the-rotation"})
+    run_stream(spark, config)
+    run_stream(spark, config)  # the old instance is dropped once the stream has passed the switch
+    assert _instances(model) == ["dbo_customers_v2"]
+    assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [1, 2]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "nvarchar")]]
