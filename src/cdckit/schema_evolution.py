@@ -63,30 +63,53 @@ def _column_signature(name: str, type_name: str, max_length: int, precision: int
 
 
 def drift(cursor: Any, instance: CaptureInstance) -> str | None:
-    """Why the table no longer matches its capture instance, or None."""
+    """Why the table no longer matches its capture instance, or None.
+
+    The instance's columns are what it recorded (``cdc.captured_columns`` and its change table), so a column
+    dropped from the table is still among them. A captured column whose type changed shows either as a
+    different type there, or, where SQL Server altered the change table's column to the new type, as a
+    ``cdc.ddl_history`` row with ``required_column_update``.
+    """
     cursor.execute(queries.TABLE_COLUMNS.format(db=queries.quote_name(instance.database)), instance.source_object_id)
     current = {str(r[0]).lower(): _column_signature(str(r[0]), str(r[1]), r[2], r[3], r[4])
                for r in cursor.fetchall()}
     captured = {c.name.lower(): _column_signature(c.name, c.type_name, c.max_length, c.precision, c.scale)
                 for c in instance.columns}
+    history = _ddl_since(cursor, instance)
     dropped = sorted(set(captured) - set(current))
-    changed = sorted(name for name in set(captured) & set(current) if captured[name] != current[name])
+    changed = sorted({name for name in set(captured) & set(current) if captured[name] != current[name]}
+                     | (_retyped(history) & set(current)))
     if dropped or changed:
         return (f"{instance.qualified_name}: " + "; ".join(
             ([f"columns dropped: {', '.join(dropped)}"] if dropped else [])
             + ([f"columns changed: {', '.join(changed)}"] if changed else [])))
     added = sorted(set(current) - set(captured))
-    if added and _altered_since(cursor, instance):
+    # A column present in the table but not captured is drift only if DDL ran after the instance was created (a
+    # capture instance may leave columns out on purpose).
+    if added and history:
         return f"{instance.qualified_name}: columns added: {', '.join(added)}"
     return None
 
 
-def _altered_since(cursor: Any, instance: CaptureInstance) -> bool:
-    """A column present in the table but not captured is drift only if DDL ran after the instance was created
-    (a capture instance may leave columns out on purpose)."""
+def _ddl_since(cursor: Any, instance: CaptureInstance) -> list[tuple[bool, str]]:
+    """(required_column_update, ddl_command) of the DDL on the table that reached the instance after it started."""
     cursor.execute(queries.DDL_HISTORY.format(db=queries.quote_name(instance.database)),
                    _lsn_bytes(instance.start_lsn))
-    return any(int(row[0]) == instance.source_object_id for row in cursor.fetchall())
+    return [(bool(row[2]), str(row[3])) for row in cursor.fetchall()
+            if int(row[0]) == instance.source_object_id and int(row[1]) == instance.object_id]
+
+
+_ALTER_COLUMN = re.compile(r"\bALTER\s+COLUMN\s+(\[(?:[^\]]|\]\])+\]|\"[^\"]+\"|[^\s\[\"]+)", re.IGNORECASE)
+
+
+def _retyped(history: list[tuple[bool, str]]) -> set[str]:
+    """The (lower-case) columns whose type change SQL Server applied to the change table, named by the DDL."""
+    names = set()
+    for required_column_update, command in history:
+        match = _ALTER_COLUMN.search(command) if required_column_update else None
+        if match:
+            names.add(match.group(1).strip('[]"').replace("]]", "]").lower())
+    return names
 
 
 def next_instance_name(current: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from sqlserver_docker import (
+    TOPIC_PREFIX,
     SqlServerLab,
     payload,
     positions_by_key,
@@ -423,31 +424,223 @@ def test_failure_in_the_middle_of_a_batch_replays_that_batch_with_the_same_posit
 
 
 # -- the cleanup job purging changes cdckit has not read -----------------------------------------------------
+ONE_BATCH = {"cdckit.trigger": "processing-time", "cdckit.trigger.interval": "200 milliseconds",
+             "cdckit.stream.max.batches": "1"}
+
+
+def _insert_and_purge(sqlserver: SqlServerLab, table: str, instance: str) -> None:
+    """Ten inserts (ids 0 to 9), then what the cleanup job does when the retention expires, done now: every
+    change below the low water mark (the newest LSN in cdc.lsn_time_mapping, past all ten inserts) is deleted."""
+    sqlserver.execute(*[f"INSERT INTO dbo.{table} (id, amount) VALUES ({i}, {i})" for i in range(10)])
+    sqlserver.wait_for_capture()
+    inserted = f"SELECT COUNT(*) FROM cdc.[{instance}_CT] WHERE id BETWEEN 0 AND 9"
+    assert sqlserver.fetch(inserted) == [(10,)]
+    # The cleanup procedure lowers a low water mark to the first LSN committed at the same time (datetime
+    # precision, 3 ms); one more capture round later the newest LSN is surely later than every insert.
+    time.sleep(0.1)
+    sqlserver.wait_for_capture()
+    low_water_mark = sqlserver.max_lsn()
+    sqlserver.execute(("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
+                       "@threshold = 5000", (instance, low_water_mark)))
+    assert sqlserver.fetch(inserted) == [(0,)]
+
+
+def _first_batch_while_writing(sqlserver: SqlServerLab, table: str, spark: Any, config: Any) -> None:
+    """Run the stream until one batch is committed, writing meanwhile: with snapshot.mode=never a stream starts
+    at the max LSN it finds, so only changes committed after it started make a batch."""
+    stop = threading.Event()
+
+    def write() -> None:
+        next_id = 1000
+        while not stop.is_set():
+            sqlserver.execute(f"INSERT INTO dbo.{table} (id, amount) VALUES ({next_id}, 0)")
+            next_id += 1
+            stop.wait(0.2)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert run_stream(spark, config).batches == 1
+    finally:
+        stop.set()
+        writer.join()
+
+
 def test_changes_purged_by_the_cleanup_job_give_a_clear_error(sqlserver: SqlServerLab, spark: Any,
                                                               workdir: Path) -> None:
     table = sqlserver.create_table("purged", "id int PRIMARY KEY, amount int NOT NULL")
     instance = f"dbo_{table}"
     config = sqlserver.config(workdir, [table])
     run_snapshot(spark, config)
-    sqlserver.execute(*[f"INSERT INTO dbo.{table} VALUES ({i}, {i})" for i in range(10)])
-    sqlserver.wait_for_capture()
-    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(10,)]
-    # The cleanup procedure lowers a low water mark to the first LSN committed at the same time (datetime
-    # precision, 3 ms); one more capture round later the newest LSN is surely later than every insert.
-    time.sleep(0.1)
-    sqlserver.wait_for_capture()
-
-    # What the cleanup job does when the retention expires, done now: every change below the low water mark
-    # (the newest LSN in cdc.lsn_time_mapping, past all ten inserts) is deleted, before cdckit read them.
-    low_water_mark = sqlserver.max_lsn()
-    sqlserver.execute(("EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-                       "@threshold = 5000", (instance, low_water_mark)))
-    assert sqlserver.fetch(f"SELECT COUNT(*) FROM cdc.[{instance}_CT]") == [(0,)]
+    _insert_and_purge(sqlserver, table, instance)
 
     with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
         run_stream(spark, config)
     assert f"testDB.dbo.{table}" in str(raised.value)
     assert instance in str(raised.value)
+
+
+def test_changes_purged_before_a_stream_without_snapshot_read_them_give_a_clear_error(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("purgednever", "id int PRIMARY KEY, amount int NOT NULL")
+    never = {"snapshot.mode": "never"}
+    _first_batch_while_writing(sqlserver, table, spark, sqlserver.config(workdir, [table], **never, **ONE_BATCH))
+    _insert_and_purge(sqlserver, table, f"dbo_{table}")
+
+    with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
+        run_stream(spark, sqlserver.config(workdir, [table], **never))
+    assert f"testDB.dbo.{table}" in str(raised.value)
+
+
+def test_changes_purged_before_a_stream_without_snapshot_read_them_are_resnapshotted(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("resnapshotnever", "id int PRIMARY KEY, amount int NOT NULL")
+    name = topic(table)
+    never = {"snapshot.mode": "never", "cdckit.sqlserver.purged.changes": "resnapshot"}
+    _first_batch_while_writing(sqlserver, table, spark, sqlserver.config(workdir, [table], **never, **ONE_BATCH))
+    _insert_and_purge(sqlserver, table, f"dbo_{table}")
+    config = sqlserver.config(workdir, [table], **never)
+    run_stream(spark, config)
+    reads = [payload(r["value"]) for r in records(config, name) if payload(r["value"])["op"] == "r"]
+    assert set(range(10)) <= {r["after"]["id"] for r in reads}
+    assert {r["source"]["snapshot"] for r in reads} == {"incremental"}
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))
+
+
+def test_changes_purged_from_a_capture_instance_created_after_the_snapshot_give_a_clear_error(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("rotated", "id int PRIMARY KEY, amount int NOT NULL")
+    second = f"dbo_{table}_v2"
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(f"ALTER TABLE dbo.{table} ADD tier int NULL",
+                      ("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = ?, @role_name = NULL, "
+                       "@capture_instance = ?, @supports_net_changes = 0", (table, second)))
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (100, 100, 1)")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)  # reads across the switch to the new instance
+    sqlserver.execute(("EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = ?, "
+                       "@capture_instance = ?", (table, f"dbo_{table}")))
+    _insert_and_purge(sqlserver, table, second)
+
+    with pytest.raises(Exception, match="removed by the CDC cleanup job") as raised:
+        run_stream(spark, config)
+    assert second in str(raised.value)
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(table))] == [100]
+
+
+# -- several databases in one job ----------------------------------------------------------------------------
+def _wait_for_rows(lab: SqlServerLab, change_table: str, count: int, timeout: float = 90) -> None:
+    """Wait until the capture job of ``lab``'s database has copied ``count`` changes into ``change_table``."""
+    deadline = time.monotonic() + timeout
+    while lab.fetch(f"SELECT COUNT(*) FROM {change_table}")[0][0] < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the capture job of {lab.database} did not fill {change_table} in {timeout} s")
+        time.sleep(0.25)
+
+
+def test_a_busy_database_does_not_hold_back_another(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    other = dataclasses.replace(sqlserver, database=unique_name("salesdb"))
+    sqlserver.execute(f"CREATE DATABASE [{other.database}]", database="master")
+    other.enable_cdc_database()
+    quiet = other.create_table("invoices", "id int PRIMARY KEY, amount int NOT NULL")
+    busy = sqlserver.create_table("busy", "id int PRIMARY KEY, amount int NOT NULL")
+    both = {"database.names": f"{sqlserver.database},{other.database}", "max.batch.size": "10"}
+    config = sqlserver.config(workdir, [busy, quiet], **both)
+    run_snapshot(spark, config)
+    sqlserver.execute(*[f"INSERT INTO dbo.{busy} VALUES ({i}, {i})" for i in range(40)])
+    other.execute(f"INSERT INTO dbo.{quiet} VALUES (7, 7)")
+    sqlserver.wait_for_capture()
+    _wait_for_rows(other, f"cdc.[dbo_{quiet}_CT]", 1)
+
+    run_stream(spark, sqlserver.config(workdir, [busy, quiet], **both, **ONE_BATCH))
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(quiet, other.database))] == [7]
+    assert 1 <= len(records(config, topic(busy))) <= 10, "the batch stays within max.batch.size"
+    run_stream(spark, config)
+    assert replay(config, topic(busy)) == _rows(sqlserver, busy, ("id", "amount"))
+    commits = [payload(r["value"])["source"]["commit_lsn"] for r in records(config, topic(busy))]
+    assert commits == sorted(commits) and len(commits) == 40
+
+
+# -- schema drift: a dropped column, a changed column type ---------------------------------------------------
+def _alter_columns(config: Any) -> list[list[tuple[str, str]]]:
+    """(name, typeName) of each ALTER schema change record's columns, in order."""
+    return [[(c["name"], c["typeName"]) for c in change["table"]["columns"]]
+            for change in (payload(r["value"])["tableChanges"][0] for r in records(config, TOPIC_PREFIX))
+            if change["type"] == "ALTER"]
+
+
+def _capture_instances(sqlserver: SqlServerLab, table: str) -> list[str]:
+    return [row[0] for row in sqlserver.fetch("SELECT capture_instance FROM cdc.change_tables "
+                                              "WHERE source_object_id = OBJECT_ID(?) ORDER BY create_date",
+                                              f"dbo.{table}")]
+
+
+def test_the_schema_evolution_job_rotates_after_a_column_was_dropped(sqlserver: SqlServerLab, spark: Any,
+                                                                     workdir: Path) -> None:
+    from cdckit import schema_evolution
+
+    table = sqlserver.create_table("dropped", "id int PRIMARY KEY, email varchar(255) NULL, note varchar(40) NULL")
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, 'one', 'kept')")
+    sqlserver.execute(f"ALTER TABLE dbo.{table} DROP COLUMN note")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, 'two')")
+    sqlserver.wait_for_capture()
+    (rotation,) = schema_evolution.plan(config)
+    assert (rotation.action, rotation.reason) == ("create", f"dbo.{table}: columns dropped: note")
+    schema_evolution.apply(config, [rotation])
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (3, 'three')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    assert [payload(r["value"])["after"] for r in records(config, topic(table))] == [
+        {"id": 1, "email": "one", "note": "kept"}, {"id": 2, "email": "two", "note": None},
+        {"id": 3, "email": "three"}]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "varchar")]]
+
+
+def test_the_stream_rotates_after_a_column_type_changed(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    table = sqlserver.create_table("retyped", "id int PRIMARY KEY, email varchar(255) NULL")
+    config = sqlserver.config(workdir, [table], **{"cdckit.sqlserver.schema.evolution": "stream"})
+    run_snapshot(spark, config)
+    sqlserver.execute(f"ALTER TABLE dbo.{table} ALTER COLUMN email nvarchar(500) NULL")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, N'before-the-rotation')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)  # plans a batch: the rotation happens before it is read
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, N'after-the-rotation')")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    run_stream(spark, config)  # the old instance is dropped once the stream has passed the switch
+    assert _capture_instances(sqlserver, table) == [f"dbo_{table}_v2"]
+    assert [payload(r["value"])["after"]["id"] for r in records(config, topic(table))] == [1, 2]
+    assert _alter_columns(config) == [[("id", "int"), ("email", "nvarchar")]]
+
+
+# -- DDL on a captured table: what its capture instance keeps ------------------------------------------------
+def test_dropped_and_retyped_columns_as_the_capture_instance_records_them(sqlserver: SqlServerLab) -> None:
+    """What the SQL Server model (tests/unit/test_sqlserver_model.py) answers after ALTER TABLE DROP COLUMN and
+    ALTER COLUMN on a CDC-enabled table, checked against SQL Server itself."""
+    table = sqlserver.create_table("ddl", "id int PRIMARY KEY, note varchar(40) NULL, name nvarchar(100) NULL")
+    instance = f"dbo_{table}"
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (1, 'n', N'a')")
+    sqlserver.execute(f"ALTER TABLE dbo.{table} DROP COLUMN note",
+                      f"ALTER TABLE dbo.{table} ALTER COLUMN name nvarchar(300) NULL")
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, N'b')")
+    sqlserver.wait_for_capture()
+    of_instance = "JOIN cdc.change_tables ct ON ct.object_id = {alias}.object_id WHERE ct.capture_instance = ?"
+    assert sqlserver.fetch("SELECT column_name, column_type FROM cdc.captured_columns cc "
+                           f"{of_instance.format(alias='cc')} ORDER BY column_ordinal", instance) == [
+        ("id", "int"), ("note", "varchar"), ("name", "nvarchar")]
+    assert sqlserver.fetch("SELECT c.name, ty.name, c.max_length FROM sys.columns c JOIN sys.types ty "
+                           "ON ty.user_type_id = c.user_type_id WHERE c.object_id = OBJECT_ID(?) "
+                           "AND c.name NOT LIKE '[_][_]$%' ORDER BY c.column_id", f"cdc.[{instance}_CT]") == [
+        ("id", "int", 4), ("note", "varchar", 40), ("name", "nvarchar", 600)]
+    assert sqlserver.fetch(f"SELECT id, note FROM cdc.[{instance}_CT] ORDER BY [__$start_lsn]") == [
+        (1, "n"), (2, None)]
+    history = sqlserver.fetch("SELECT h.required_column_update, h.ddl_command FROM cdc.ddl_history h "
+                              f"{of_instance.format(alias='h')} ORDER BY h.ddl_lsn", instance)
+    assert [(bool(update), "DROP COLUMN" in command.upper(), "ALTER COLUMN" in command.upper())
+            for update, command in history] == [(False, True, False), (True, False, True)]
 
 
 # -- the SQL Server Agent stopped (last: it changes the server) ----------------------------------------------

@@ -317,13 +317,13 @@ def test_catalog_of_a_capture_instance(model: SqlServerModel, conn: ssm.Connecti
     (_, _, _, _, change_object_id, source_object_id) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
     captured = conn.cursor().execute(q.CAPTURED_COLUMNS.format(db=DB), source_object_id, change_object_id).fetchall()
     assert [tuple(r) for r in captured] == [
-        ("id", 1, 1, "int", 4, 10, 0, False, False),
-        ("name", 2, 2, "nvarchar", 200, 0, 0, True, False),
-        ("balance", 3, 3, "decimal", 9, 10, 2, True, False),
-        ("active", 4, 4, "bit", 1, 1, 0, True, False),
-        ("created", 5, 5, "datetime2", 8, 27, 7, True, False),
+        ("id", 1, "int", 4, 10, 0, False, False),
+        ("name", 2, "nvarchar", 200, 0, 0, True, False),
+        ("balance", 3, "decimal", 9, 10, 2, True, False),
+        ("active", 4, "bit", 1, 1, 0, True, False),
+        ("created", 5, "datetime2", 8, 27, 7, True, False),
     ]
-    assert captured[1].type_name == "nvarchar" and captured[1].is_nullable is True
+    assert captured[1].column_type == "nvarchar" and captured[1].is_nullable is True
     assert rows(conn, q.PRIMARY_KEY_COLUMNS.format(db=DB), source_object_id) == [("id",)]
     assert rows(conn, q.INDEX_COLUMNS.format(db=DB), change_object_id) == [("id",)]
     assert rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN) == []
@@ -335,8 +335,8 @@ def test_two_capture_instances_schema_evolution_and_a_third_refused(model: SqlSe
         t1.insert("dbo", "customers", customer(1))
     model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("email", "varchar", max_length=64))
     (ddl,) = rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN)
-    assert ddl[2] == "ALTER TABLE [dbo].[customers] ADD [email] varchar(64) NULL"
-    assert rows(conn, q.DDL_HISTORY.format(db=DB), ddl[3]) == []
+    assert ddl[2:4] == (False, "ALTER TABLE [dbo].[customers] ADD [email] varchar(64) NULL")
+    assert rows(conn, q.DDL_HISTORY.format(db=DB), ddl[4]) == []
     model.enable_table("testDB", "dbo", "customers", "dbo_customers_v2", columns=["id", "email", "name"])
     with pytest.raises(ssm.ProgrammingError, match=r"\(22962\)"):
         model.enable_table("testDB", "dbo", "customers", "dbo_customers_v3")
@@ -347,7 +347,7 @@ def test_two_capture_instances_schema_evolution_and_a_third_refused(model: SqlSe
     assert instances[0][5] == instances[1][5] and instances[0][4] != instances[1][4]
     v2 = [tuple(r) for r in conn.cursor().execute(q.CAPTURED_COLUMNS.format(db=DB), instances[1][5],
                                                   instances[1][4])]
-    assert [(r[0], r[1], r[2]) for r in v2] == [("id", 1, 1), ("name", 2, 2), ("email", 3, 6)]
+    assert [(r[0], r[1], r[2]) for r in v2] == [("id", 1, "int"), ("name", 2, "nvarchar"), ("email", 3, "varchar")]
     assert [(r[2], r[4]) for r in changes(conn)] == [(2, 1), (3, 1), (4, 1)]  # v1 does not capture email
     assert changes(conn)[2][3] == b"\x00"
     v2_changes = changes(conn, instance="dbo_customers_v2", columns=["id", "name", "email"])
@@ -355,6 +355,54 @@ def test_two_capture_instances_schema_evolution_and_a_third_refused(model: SqlSe
     model.disable_table("testDB", "dbo_customers")
     assert [r[2] for r in rows(conn, q.CAPTURE_INSTANCES.format(db=DB))] == ["dbo_customers_v2"]
     assert one(conn, q.MIN_LSN.format(db=DB), "dbo_customers") == ZERO_LSN
+
+
+def _change_table_columns(conn: ssm.Connection) -> list[tuple[Any, ...]]:
+    """The change table's captured columns as sys.columns describes them: (name, type, max_length)."""
+    (_, _, _, _, change_object_id, _) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
+    return [r[:3] for r in rows(conn, q.TABLE_COLUMNS.format(db=DB), change_object_id) if not r[0].startswith("__$")]
+
+
+def test_drop_column_keeps_it_in_the_capture_instance_with_nulls(model: SqlServerModel, conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(1))
+    before = _change_table_columns(conn)
+    model.alter_table_drop_column("testDB", "dbo", "customers", "balance")
+    (_, _, _, _, _, source_object_id) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
+    assert [r[0] for r in rows(conn, q.TABLE_COLUMNS.format(db=DB), source_object_id)] == [
+        "id", "name", "active", "created"]
+    assert _change_table_columns(conn) == before  # the change table keeps the column
+    (ddl,) = rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN)
+    assert ddl[2:4] == (False, "ALTER TABLE [dbo].[customers] DROP COLUMN [balance]")
+    (_, _, _, _, change_object_id, _) = rows(conn, q.CAPTURE_INSTANCES.format(db=DB))[0]
+    captured = rows(conn, q.CAPTURED_COLUMNS.format(db=DB), source_object_id, change_object_id)
+    assert captured[2] == ("balance", 3, "decimal", 9, 10, 2, None, None)  # no longer in the table
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "name": "bob"})
+    assert [r[6] for r in changes(conn)] == [Decimal("10.50"), None]  # later changes carry NULL in it
+    with pytest.raises(ssm.ProgrammingError, match=r"\(5074\)"):
+        model.alter_table_drop_column("testDB", "dbo", "customers", "id")
+    with pytest.raises(ssm.ProgrammingError, match=r"\(4924\)"):
+        model.alter_table_drop_column("testDB", "dbo", "customers", "balance")
+
+
+def test_alter_column_type_reaches_the_change_table_when_the_capture_job_reads_it(
+        model: SqlServerModel, conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(1, name="a" * 20))
+    model.stop_agent()
+    model.alter_table_alter_column("testDB", "dbo", "customers", ModelColumn("name", "nvarchar", max_length=600))
+    assert ("name", "nvarchar", 200) in _change_table_columns(conn)  # the capture job has not read it yet
+    model.start_agent()
+    assert ("name", "nvarchar", 600) in _change_table_columns(conn)
+    (ddl,) = rows(conn, q.DDL_HISTORY.format(db=DB), ZERO_LSN)
+    assert ddl[2:4] == (True, "ALTER TABLE [dbo].[customers] ALTER COLUMN [name] nvarchar(300) NULL")
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", customer(2, name="b" * 300))
+    assert [r[5] for r in changes(conn)] == ["a" * 20, "b" * 300]
+    with pytest.raises(ssm.DataError, match=r"\(2628\)"):  # a value that does not fit fails the statement
+        model.alter_table_alter_column("testDB", "dbo", "customers", ModelColumn("name", "nvarchar", max_length=20))
+    assert ("name", "nvarchar", 600) in _change_table_columns(conn)
 
 
 # ---- table reads ----------------------------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """Spark streaming data source over SQL Server CDC change tables.
 
 Offsets: ``{"databases": {"<db>": {"commit_lsn": "00000027:00000758:0005", "change_lsn": null,
-"event_serial_no": null}}}`` (Debezium's offset keys, per database of ``database.names``). A batch holds every
-change with commit LSN in ``(start, end]`` of each database: whole transactions, at most ``max.batch.size``
-changes (``max.iteration.transactions`` caps the transactions). Each capture instance is read in its own
-partition; with ``provide.transaction.metadata`` one partition per database keeps transactions whole across
-tables. After a snapshot, changes a snapshot chunk already reflects (commit LSN <= the chunk's high watermark)
-are skipped, so replaying per key never goes back in time.
+"event_serial_no": null}}, "capture_instance_starts": {"<db>.<capture instance>": "00000025:00000d08:0001"}}``:
+Debezium's offset keys per database of ``database.names``, and the start LSN each capture instance had when the
+stream first met it (the purged-changes guard compares it with the instance's start LSN now; being in the
+offsets, it survives restarts with the position it belongs to). A batch holds every change with commit LSN in
+``(start, end]`` of each database with new changes: whole transactions, at most ``max.batch.size`` changes
+shared out among those databases, at most ``max.iteration.transactions`` transactions per database. Each
+capture instance is read in its own partition; with ``provide.transaction.metadata`` one partition per database
+keeps transactions whole across tables. After a snapshot, changes a snapshot chunk already reflects (commit LSN
+<= the chunk's high watermark) are skipped, so replaying per key never goes back in time.
 """
 
 from __future__ import annotations
@@ -53,27 +56,51 @@ from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, opt
 from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
 log = logging.getLogger("cdckit.sqlserver")
-KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at first read}
+KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at the snapshot}
 KNOWN_INSTANCES_OPTION = "cdckit.sqlserver.known.instances"  # {"db.capture_instance": "db.schema.table"}
+STARTS_KEY = "capture_instance_starts"
 
 
-def offset(positions: dict[str, int]) -> dict[str, Any]:
+def offset(positions: dict[str, int], starts: dict[str, int]) -> dict[str, Any]:
     return {"databases": {db: {"commit_lsn": format_sqlserver_lsn(lsn), "change_lsn": None, "event_serial_no": None}
-                          for db, lsn in sorted(positions.items())}}
+                          for db, lsn in sorted(positions.items())},
+            STARTS_KEY: {name: format_sqlserver_lsn(lsn) for name, lsn in sorted(starts.items())}}
 
 
 def positions(document: dict[str, Any]) -> dict[str, int]:
     return {db: parse_sqlserver_lsn(entry["commit_lsn"]) for db, entry in document["databases"].items()}
 
 
+def instance_key(instance: CaptureInstance) -> str:
+    return f"{instance.database}.{instance.capture_instance}"
+
+
+def recorded_starts(document: dict[str, Any], options: dict[str, str]) -> dict[str, int]:
+    """The capture instances' start LSNs recorded in an offset ``document``, over those the snapshot recorded
+    (an offset written before cdckit recorded them has none)."""
+    recorded = {**json.loads(options.get(KNOWN_STARTS_OPTION, "{}")), **document.get(STARTS_KEY, {})}
+    return {name: parse_sqlserver_lsn(lsn) for name, lsn in recorded.items() if lsn}
+
+
+def met_starts(document: dict[str, Any], options: dict[str, str], instances: list[CaptureInstance]
+               ) -> dict[str, int]:
+    """The start LSN of every capture instance in ``instances`` (and the older instance of a table being rotated)
+    as the stream first met it: as recorded in the offset ``document`` or by the snapshot, else its start LSN now
+    (the stream meets it now). Instances no longer there are forgotten."""
+    recorded = recorded_starts(document, options)
+    return {instance_key(instance): recorded.get(instance_key(instance), instance.start_lsn)
+            for newest in instances for instance in (newest, newest.previous) if instance is not None}
+
+
 class ChangeRangePartition(InputPartition):
     def __init__(self, database: str, instances: tuple[CaptureInstance, ...], start: int, end: int,
-                 watermarks: str = "[]", resnapshot: frozenset[str] = frozenset()) -> None:
+                 starts: dict[str, int], watermarks: str = "[]", resnapshot: frozenset[str] = frozenset()) -> None:
         super().__init__((database, tuple(i.capture_instance for i in instances), start, end))
         self.database = database
         self.instances = instances
         self.start = start
         self.end = end
+        self.starts = {instance_key(i): starts[instance_key(i)] for i in instances if instance_key(i) in starts}
         self.watermarks = watermarks  # incremental snapshot chunks of earlier batches (JSON)
         self.resnapshot = resnapshot  # capture instances re-snapshotted in this batch: purged changes accepted
 
@@ -127,14 +154,17 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
     def initialOffset(self) -> dict[str, Any]:
         start = json.loads(self.options.get("cdckit.stream.start", "{}"))
         found = {}
+        instances: list[CaptureInstance] = []
         for database in self.databases:
+            cursor = self._cursor(database)
             if database in start:
                 found[database] = parse_sqlserver_lsn(start[database])
             else:
-                found[database] = require_max_lsn(self._cursor(database), database) or 0
-        start = offset(found)
-        self.planned(start)
-        return start
+                found[database] = require_max_lsn(cursor, database) or 0
+            instances.extend(capture_instances(cursor, database, self.options))
+        document = offset(found, met_starts({}, self.options, instances))
+        self.planned(document)
+        return document
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {db: require_max_lsn(self._cursor(db), db) or 0 for db in self.databases}
@@ -151,23 +181,32 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                             rotation.capture_instance, rotation.reason)
             schema_evolution.apply_with(self.options, rotations)
 
+        everywhere: list[CaptureInstance] = []
+        moved = []  # the databases with something new: (database, cursor, capture instances, max LSN)
+        for database in self.databases:
+            cursor = self._cursor(database)
+            instances = capture_instances(cursor, database, self.options)
+            everywhere.extend(instances)
+            upto = self._target[database] if self._target else require_max_lsn(cursor, database)
+            if upto is not None and upto > begin.get(database, 0):
+                moved.append((database, cursor, instances, upto))
+        # Every database with something new advances in this batch: each takes an equal part of what is left of
+        # the budget (so a busy database cannot hold the others back), in database.names order; a part one leaves
+        # unused goes to those after it.
         budget = read_limit_rows(limit, self.max_batch_size)
         latest = dict(begin)
-        for database in self.databases:  # the budget is spent database by database, in database.names order
-            cursor = self._cursor(database)
-            upto = self._target[database] if self._target else require_max_lsn(cursor, database)
-            if upto is None:
-                continue
-            instances = capture_instances(cursor, database, self.options)
-            end = pending_end(cursor, instances, begin.get(database, 0), upto, budget, self.max_transactions)
+        for index, (database, cursor, instances, upto) in enumerate(moved):
+            share = max(1, budget // (len(moved) - index))
+            end, admitted = pending_end(cursor, instances, begin.get(database, 0), upto, share, self.max_transactions)
             if end is not None:
                 latest[database] = end
-                break
-        return offset(latest)
+            budget = max(0, budget - admitted)
+        return offset(latest, met_starts(start, self.options, everywhere))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         self.planned(end)
         begin, finish = positions(start), positions(end)
+        starts = recorded_starts(end, self.options)
         together = option_bool(self.options, "provide.transaction.metadata", False)
         watermarks = json.dumps(read_incremental_watermarks(self.options))
         partitions: list[InputPartition] = []
@@ -180,23 +219,23 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             signal = signal_instance(cursor, database, self.options)
             instances = tuple(i for i in capture_instances(cursor, database, self.options, previously)
                               if signal is None or i.capture_instance != signal.capture_instance)
-            purged = self._purged(cursor, instances, begin.get(database, 0))
+            purged = self._purged(cursor, instances, begin.get(database, 0), starts)
             resnapshot = frozenset(i.capture_instance for i in purged)
             low, high = begin.get(database, 0), finish[database]
             rotating = [i for i in instances if i.previous is not None]
             steady = tuple(i for i in instances if i.previous is None)
             groups = [steady] if together else [(instance,) for instance in steady]
-            partitions.extend(ChangeRangePartition(database, group, low, high, watermarks, resnapshot)
+            partitions.extend(ChangeRangePartition(database, group, low, high, starts, watermarks, resnapshot)
                               for group in groups if group)
             for instance in rotating:  # the old instance before the switch, the new one from it
                 assert instance.previous is not None
                 switch = instance.start_lsn
                 if low < switch - 1:
                     partitions.append(ChangeRangePartition(database, (instance.previous,), low,
-                                                           min(high, switch - 1), watermarks, resnapshot))
+                                                           min(high, switch - 1), starts, watermarks, resnapshot))
                 if high >= switch:
                     partitions.append(ChangeRangePartition(database, (instance,), max(low, switch - 1), high,
-                                                           watermarks, resnapshot))
+                                                           starts, watermarks, resnapshot))
             chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
             for instance in purged:
                 log.warning("changes of %s.%s were purged before cdckit read them: taking a new snapshot of the "
@@ -212,16 +251,15 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             partitions.append(HeartbeatPartition(max(finish.values())))
         return partitions
 
-    def _purged(self, cursor: Any, instances: tuple[CaptureInstance, ...], start: int) -> list[CaptureInstance]:
+    def _purged(self, cursor: Any, instances: tuple[CaptureInstance, ...], start: int,
+                starts: dict[str, int]) -> list[CaptureInstance]:
         """With ``cdckit.sqlserver.purged.changes=resnapshot``, the instances whose unread changes were purged."""
         if self.options.get("cdckit.sqlserver.purged.changes", "fail") != "resnapshot":
             return []
-        starts = json.loads(self.options.get(KNOWN_STARTS_OPTION, "{}"))
         purged = []
         for instance in instances:
-            known = starts.get(f"{instance.database}.{instance.capture_instance}")
             try:
-                check_readable(cursor, instance, start, parse_sqlserver_lsn(known) if known else None)
+                check_readable(cursor, instance, start, starts.get(instance_key(instance)))
             except PurgedChangesError:
                 purged.append(instance)
         return purged
@@ -279,16 +317,16 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             lambda event: format_sqlserver_lsn(event.position.commit_lsn) or "")
         skip = ChunkFilter.from_options(options).extended(
             [ChunkWatermark(**mark) for mark in json.loads(partition.watermarks)])
-        starts = json.loads(options.get(KNOWN_STARTS_OPTION, "{}"))
         with closing(connect(options, partition.database)) as conn:
             streams = []
             offset_minutes = server_utc_offset_minutes(conn.cursor())
             for instance in partition.instances:
                 cursor = conn.cursor()
-                known_since = None if instance.capture_instance in partition.resnapshot else starts.get(
-                    f"{instance.database}.{instance.capture_instance}")
-                first = check_readable(cursor, instance, partition.start,
-                                       parse_sqlserver_lsn(known_since) if known_since else None)
+                known_since = None if instance.capture_instance in partition.resnapshot else partition.starts.get(
+                    instance_key(instance))
+                first = check_readable(cursor, instance, partition.start, known_since)
+                if first > partition.end:  # the cleanup job moved its start past this batch (it is re-snapshotted)
+                    continue
                 streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end),
                                             offset_minutes))
             events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (

@@ -36,6 +36,9 @@ class CaptureInstance:
     key_columns: tuple[str, ...]
     identity_columns: tuple[str, ...] = ()
     column_filter: tuple[str, ...] | None = None
+    # Captured columns the table no longer has (dropped since the instance was created): the change table keeps
+    # them, and later changes carry NULL in them.
+    dropped_columns: tuple[str, ...] = ()
     # The table's older capture instance while both exist (after a schema change): it is read for commits before
     # this instance's start LSN, this one from there on, so the switch has no gap and no duplicate.
     previous: CaptureInstance | None = None
@@ -140,11 +143,14 @@ def _load(cursor: Any, database: str, row: Any, options: Mapping[str, str]) -> C
     cursor.execute(queries.CAPTURED_COLUMNS.format(db=db), source_object_id, object_id)
     columns = []
     identity = []
-    for name, _ordinal, _column_id, type_name, max_length, precision, scale, nullable, is_identity in cursor.fetchall():
-        columns.append(SqlServerColumn(str(name), str(type_name).lower(), int(max_length), int(precision),
-                                       int(scale), bool(nullable)))
+    dropped = []
+    for name, _ordinal, type_name, max_length, precision, scale, nullable, is_identity in cursor.fetchall():
+        columns.append(SqlServerColumn(str(name), str(type_name).lower(), int(max_length), int(precision or 0),
+                                       int(scale or 0), nullable is None or bool(nullable)))
         if is_identity:
             identity.append(str(name))
+        if nullable is None:  # no such column in the table any more
+            dropped.append(str(name))
     cursor.execute(queries.PRIMARY_KEY_COLUMNS.format(db=db), source_object_id)
     key = [str(r[0]) for r in cursor.fetchall()]
     if not key:  # no primary key: the unique index CDC was enabled with, if any
@@ -157,4 +163,5 @@ def _load(cursor: Any, database: str, row: Any, options: Mapping[str, str]) -> C
                               if (not include or _matches(include, f"{schema}.{table}.{c.name}"))
                               and not (exclude and _matches(exclude, f"{schema}.{table}.{c.name}")))
     return CaptureInstance(database, str(schema), str(table), str(instance), lsn_int(start_lsn), int(object_id),
-                           int(source_object_id), tuple(columns), tuple(key), tuple(identity), column_filter)
+                           int(source_object_id), tuple(columns), tuple(key), tuple(identity), column_filter,
+                           tuple(dropped))

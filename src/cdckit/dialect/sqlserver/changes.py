@@ -63,10 +63,12 @@ def require_max_lsn(cursor: Any, database: str) -> int | None:
 def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_since: int | None = None) -> int:
     """The first LSN to read for ``instance`` after ``start``; raises when changes after ``start`` were purged.
 
-    ``known_since`` is the start LSN the capture instance had when cdckit first read it (recorded with the
-    snapshot): the cleanup job raises an instance's start LSN, so only that record tells a purge apart from an
-    instance created after ``start`` (a new capture instance after a schema change), whose earlier changes never
-    existed.
+    ``known_since`` is the start LSN the capture instance had when cdckit first met it (recorded with the
+    snapshot or in the stream's offsets): the cleanup job raises an instance's start LSN, so only that record
+    tells a purge from an instance created after ``start`` (a new capture instance after a schema change), whose
+    changes before its own start never existed. Changes were lost when the instance now starts after both
+    ``start`` and the start it had when cdckit met it. Without a record nothing can be told, and nothing is
+    raised.
     """
     low = min_lsn(cursor, instance.database, instance.capture_instance)
     if low == 0:
@@ -75,7 +77,7 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_sin
             f"{instance.capture_instance} no longer exists); re-enable it with sys.sp_cdc_enable_table "
             f"(sql/sqlserver/03_enable_cdc_table.sql) or remove the table from table.include.list")
     first = start + 1
-    if first < low and known_since is not None and known_since <= first:
+    if known_since is not None and low > max(first, known_since):
         raise PurgedChangesError(
             f"changes of {instance.database}.{instance.qualified_name} after LSN {format_sqlserver_lsn(start)} "
             f"were removed by the CDC cleanup job (capture instance {instance.capture_instance} now starts at "
@@ -94,11 +96,12 @@ class ChangeRange:
 
 
 def pending_end(cursor: Any, instances: Sequence[CaptureInstance], start: int, upto: int, max_events: int,
-                max_transactions: int = 0) -> int | None:
-    """The largest commit LSN <= ``upto`` such that whole transactions after ``start`` hold <= ``max_events``
-    changes (one larger transaction is admitted alone); None when nothing is pending."""
+                max_transactions: int = 0) -> tuple[int | None, int]:
+    """(end, changes): the largest commit LSN <= ``upto`` such that whole transactions after ``start`` hold <=
+    ``max_events`` changes (one larger transaction is admitted alone), and how many changes that admits; end is
+    None when nothing is pending."""
     if upto <= start:
-        return None
+        return None, 0
     if max_transactions > 0:
         database = instances[0].database if instances else ""
         cursor.execute(queries.NTH_TRANSACTION_LSN.format(db=queries.quote_name(database)), max_transactions,
@@ -121,16 +124,17 @@ def pending_end(cursor: Any, instances: Sequence[CaptureInstance], start: int, u
             cutoff = last if cutoff is None else min(cutoff, last)
     commits = sorted(c for c in per_commit if cutoff is None or c <= cutoff)
     if not commits:
-        return None if cutoff is not None else upto
+        return (None if cutoff is not None else upto), 0
     if cutoff is None and sum(per_commit[c] for c in commits) <= max_events:
-        return upto  # everything up to the max LSN fits, including LSNs where no captured table changed
-    end, total = commits[0], 0  # the first transaction is admitted even when it alone exceeds the limit
-    for commit in commits:
-        total += per_commit[commit]
-        if total > max_events:
+        # everything up to the max LSN fits, including LSNs where no captured table changed
+        return upto, sum(per_commit[c] for c in commits)
+    # The first transaction is admitted even when it alone exceeds the limit.
+    end, admitted = commits[0], per_commit[commits[0]]
+    for commit in commits[1:]:
+        if admitted + per_commit[commit] > max_events:
             break
-        end = commit
-    return end
+        end, admitted = commit, admitted + per_commit[commit]
+    return end, admitted
 
 
 def read_changes(cursor: Any, instance: CaptureInstance, first: int, end: int) -> Iterator[Sequence[Any]]:

@@ -46,12 +46,15 @@ CAPTURE_INSTANCES = (
     "ORDER BY s.name, t.name, ct.create_date"
 )
 
+# The columns as the capture instance recorded them: cdc.captured_columns (name, ordinal, type name) and the change
+# table's own columns (length, precision, scale as captured); nullability and identity from the table, where the
+# column still exists (NULL when it was dropped).
 CAPTURED_COLUMNS = (
-    "SELECT cc.column_name, cc.column_ordinal, c.column_id, ty.name AS type_name, c.max_length, c.precision, "
-    "c.scale, c.is_nullable, c.is_identity "
+    "SELECT cc.column_name, cc.column_ordinal, cc.column_type, ctc.max_length, ctc.precision, ctc.scale, "
+    "src.is_nullable, src.is_identity "
     "FROM {db}.cdc.captured_columns cc "
-    "JOIN {db}.sys.columns c ON c.object_id = ? AND c.name = cc.column_name "
-    "JOIN {db}.sys.types ty ON ty.user_type_id = c.user_type_id "
+    "JOIN {db}.sys.columns ctc ON ctc.object_id = cc.object_id AND ctc.name = cc.column_name "
+    "LEFT JOIN {db}.sys.columns src ON src.object_id = ? AND src.name = cc.column_name "
     "WHERE cc.object_id = ? ORDER BY cc.column_ordinal"
 )
 
@@ -81,7 +84,7 @@ ENABLE_TABLE = (
 DISABLE_TABLE = "EXEC {db}.sys.sp_cdc_disable_table @source_schema = ?, @source_name = ?, @capture_instance = ?"
 
 DDL_HISTORY = (
-    "SELECT source_object_id, object_id, ddl_command, ddl_lsn, ddl_time "
+    "SELECT source_object_id, object_id, required_column_update, ddl_command, ddl_lsn, ddl_time "
     "FROM {db}.cdc.ddl_history WHERE ddl_lsn > ? ORDER BY ddl_lsn"
 )
 

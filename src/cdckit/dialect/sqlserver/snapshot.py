@@ -95,7 +95,7 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
         conn.autocommit = False
         cursor.execute(queries.lock_table(db, instance.schema, instance.name))
     key = chunk_key(instance)
-    names = [c.name for c in instance.columns]
+    names = [c.name for c in instance.columns if c.name not in instance.dropped_columns]
     cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, [key] if key else
                                        list(instance.key_columns), chunk.lower is not None and key is not None,
                                        chunk.upper is not None and key is not None, condition),
@@ -103,7 +103,7 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     while batch := cursor.fetchmany(fetch_size):
         for values in batch:
-            row = dict(zip(names, values, strict=True))
+            row = {**dict.fromkeys(instance.dropped_columns), **dict(zip(names, values, strict=True))}
             rows[_key_of(instance, row)] = row
     if isolation == "exclusive":
         conn.commit()

@@ -8,7 +8,8 @@ see one server.
 Two separate surfaces:
 
 * Admin API (Python, for tests): ``SqlServerModel(path)`` with ``create_database``, ``create_table`` (columns
-  as :class:`ModelColumn`, ``sys.types`` names), ``alter_table_add_column``, ``enable_cdc``, ``enable_table``
+  as :class:`ModelColumn`, ``sys.types`` names), ``alter_table_add_column``, ``alter_table_drop_column``,
+  ``alter_table_alter_column``, ``enable_cdc``, ``enable_table``
   (default instance ``<schema>_<table>``, at most two instances per table), ``disable_table``, ``transaction(db)``
   (``insert`` / ``update`` / ``delete``), ``agent_running`` / ``start_agent`` / ``stop_agent``, ``cleanup``,
   ``set_database_online`` (an OFFLINE database refuses connections with error 942),
@@ -35,7 +36,14 @@ Modelled:
   default), then reach every capture instance enabled before they committed, with a ``cdc.lsn_time_mapping`` row
   (begin/end time as ``datetime``, transaction id) per transaction with captured changes, and a ``tran_id`` 0x00
   row when a scan ends on transactions that captured nothing. ``fn_cdc_get_max_lsn()`` is the highest mapping
-  LSN (NULL before the first harvest); ALTER TABLE ADD COLUMN reaches ``cdc.ddl_history`` the same way.
+  LSN (NULL before the first harvest).
+* DDL on a captured table (ALTER TABLE ADD / DROP COLUMN / ALTER COLUMN; not of a primary-key column, error
+  5074) reaches ``cdc.ddl_history`` through the capture job, one row per capture instance. Capture instances
+  keep their column structure: a new column is not captured; a dropped column stays in the change table and in
+  ``cdc.captured_columns`` and later changes carry NULL in it; a captured column's type change is the exception
+  SQL Server documents: the capture job alters that column in the change table (its rows converted) and
+  ``cdc.captured_columns.column_type``, and its ``ddl_history`` row has ``required_column_update`` = 1. ALTER
+  COLUMN converts the table's rows, failing as SQL Server's conversions do.
 * The cleanup job (``cleanup``): change rows below the low-water LSN are purged and the instance's start_lsn
   (``fn_cdc_get_min_lsn``) raised; mapping rows below every instance's start_lsn are purged.
 * ``cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')`` with SQL Server's checks: error 313 when

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from ._types import (
     ZERO_LSN,
     ModelColumn,
     coerce,
+    decode,
+    encode,
     lsn_text,
     normalise_column,
     type_declaration,
@@ -188,17 +192,76 @@ class SqlServerModel:
             if not column.nullable and store.table_rows(conn, info):
                 raise server_error(ProgrammingError, "42000", 4901, "ALTER TABLE only allows columns to be added "
                                    "that can contain nulls, or have a DEFAULT definition specified, ...")
-            _add_column(conn, db, info.object_id, len(info.columns) + 1, column)
-            command = (f"ALTER TABLE [{schema}].[{table}] ADD [{column.name}] {type_declaration(column)} "
-                       f"{'NULL' if column.nullable else 'NOT NULL'}")
-            if cdc_enabled(conn, db):
-                now = self._now()
-                lsn = allocate_lsn(conn, db)
-                conn.execute("INSERT INTO log (db, commit_lsn, seqval, kind, source_object_id, changed, command_id, "
-                             "begin_time, end_time, tran_id) VALUES (?, ?, ?, 'ddl', ?, ?, 1, ?, ?, ?)",
-                             (db, lsn, lsn, info.object_id, command, now, now, tran_id(conn, db)))
-                if store.server_value(conn, "agent_running"):
-                    harvest(conn, db)
+            _add_column(conn, db, info.object_id, max((i for i, _ in info.columns), default=0) + 1, column)
+            self._log_ddl(conn, info, f"ALTER TABLE [{schema}].[{table}] ADD [{column.name}] "
+                          f"{type_declaration(column)} {'NULL' if column.nullable else 'NOT NULL'}")
+
+    def alter_table_drop_column(self, db: str, schema: str, table: str, column_name: str) -> None:
+        """ALTER TABLE DROP COLUMN (not of the primary key); logged, so the capture job records it in
+        cdc.ddl_history. Capture instances keep the column: their change tables and ``cdc.captured_columns`` are
+        unchanged, and later changes carry NULL in it."""
+        with self._write() as conn:
+            db = store.database_name(conn, db)
+            info = store.table_info(conn, db, schema, table)
+            column = self._existing_column(info, column_name, "DROP COLUMN")
+            conn.execute("DELETE FROM columns WHERE db = ? AND object_id = ? AND name = ?",
+                         (db, info.object_id, column.name))
+            for rid, data in conn.execute("SELECT rid, data FROM source_rows WHERE db = ? AND object_id = ?",
+                                          (db, info.object_id)).fetchall():
+                values = json.loads(data)
+                values.pop(column.name, None)
+                conn.execute("UPDATE source_rows SET data = ? WHERE rid = ?", (json.dumps(values), rid))
+            self._log_ddl(conn, info, f"ALTER TABLE [{schema}].[{table}] DROP COLUMN [{column.name}]")
+
+    def alter_table_alter_column(self, db: str, schema: str, table: str, column: ModelColumn) -> None:
+        """ALTER TABLE ALTER COLUMN to a new type (not of the primary key): existing rows are converted (a value
+        that does not fit fails the statement, as SQL Server's conversion errors do). Logged: when the capture job
+        reads it, it alters the column in the change table of every capture instance that captures it (converting
+        the change rows) and ``cdc.captured_columns.column_type``, and records the DDL in cdc.ddl_history with
+        ``required_column_update`` = 1, as SQL Server does for a captured column's data type change."""
+        with self._write() as conn:
+            db = store.database_name(conn, db)
+            info = store.table_info(conn, db, schema, table)
+            old = self._existing_column(info, column.name, "ALTER COLUMN")
+            new = normalise_column(ModelColumn(old.name, column.type_name, column.max_length, column.precision,
+                                               column.scale, column.nullable, old.identity))
+            for rid, data in conn.execute("SELECT rid, data FROM source_rows WHERE db = ? AND object_id = ?",
+                                          (db, info.object_id)).fetchall():
+                values = json.loads(data)
+                values[new.name] = encode(new, coerce(new, decode(old, values.get(old.name)), info.qualified))
+                conn.execute("UPDATE source_rows SET data = ? WHERE rid = ?", (json.dumps(values), rid))
+            conn.execute("UPDATE columns SET type_name = ?, max_length = ?, precision = ?, scale = ?, "
+                         "is_nullable = ? WHERE db = ? AND object_id = ? AND name = ?",
+                         (new.type_name, new.max_length, new.precision, new.scale, int(new.nullable), db,
+                          info.object_id, new.name))
+            self._log_ddl(conn, info, f"ALTER TABLE [{schema}].[{table}] ALTER COLUMN [{new.name}] "
+                          f"{type_declaration(new)} {'NULL' if new.nullable else 'NOT NULL'}", new)
+
+    @staticmethod
+    def _existing_column(info: store.TableInfo, name: str, action: str) -> ModelColumn:
+        column = info.column(name)
+        if column is None:
+            raise server_error(ProgrammingError, "42000", 4924, f"ALTER TABLE {action} failed because column "
+                               f"'{name}' does not exist in table '{info.name}'.")
+        if column.name in info.primary_key:
+            raise server_error(ProgrammingError, "42000", 5074, f"The object 'PK__{info.name[:8]}__"
+                               f"{info.object_id:016X}' is dependent on column '{column.name}'. ALTER TABLE "
+                               f"{action} {column.name} failed because one or more objects access this column.")
+        return column
+
+    def _log_ddl(self, conn: sqlite3.Connection, info: store.TableInfo, command: str,
+                 altered: ModelColumn | None = None) -> None:
+        """A DDL log record for the capture job (``altered``: the new definition of a column whose type changed)."""
+        if not cdc_enabled(conn, info.db):
+            return
+        now = self._now()
+        lsn = allocate_lsn(conn, info.db)
+        definition = None if altered is None else json.dumps(asdict(altered))
+        conn.execute("INSERT INTO log (db, commit_lsn, seqval, kind, source_object_id, after, changed, command_id, "
+                     "begin_time, end_time, tran_id) VALUES (?, ?, ?, 'ddl', ?, ?, ?, 1, ?, ?, ?)",
+                     (info.db, lsn, lsn, info.object_id, definition, command, now, now, tran_id(conn, info.db)))
+        if store.server_value(conn, "agent_running"):
+            harvest(conn, info.db)
 
     # -- CDC ----------------------------------------------------------------------------------------------------
     def enable_cdc(self, db: str) -> None:

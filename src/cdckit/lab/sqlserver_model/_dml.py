@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _sqlite as store
 from ._errors import IntegrityError, ProgrammingError, server_error
-from ._types import ZERO_LSN, coerce, compare_key, encode, int_to_lsn
+from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, encode, int_to_lsn
 
 if TYPE_CHECKING:
     from ._admin import SqlServerModel
@@ -38,6 +38,7 @@ def harvest(conn: sqlite3.Connection, db: str) -> None:
     A change reaches each capture instance of its table enabled before the change committed. A transaction with
     at least one captured change gets a mapping row with its transaction id; a scan whose last transaction
     captured nothing ends with a mapping row with ``tran_id`` 0x00 (SQL Server's "LSN processing completed" entry).
+    A DDL record changing a captured column's type alters that column in the instance's change table first.
     """
     records = conn.execute("SELECT id, commit_lsn, seqval, kind, source_object_id, before, after, changed, "
                            "command_id, begin_time, end_time, tran_id FROM log WHERE db = ? AND commit_lsn IS NOT "
@@ -54,11 +55,14 @@ def harvest(conn: sqlite3.Connection, db: str) -> None:
             captured_last = False
         for instance in targets:
             if kind == "ddl":
-                conn.execute("INSERT INTO ddl_history VALUES (?, ?, ?, 0, ?, ?, ?)",
-                             (db, source, instance.object_id, changed, commit, end))
+                retyped = after is not None and _alter_captured_column(conn, instance, ModelColumn(**json.loads(after)))
+                conn.execute("INSERT INTO ddl_history VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (db, source, instance.object_id, int(retyped), changed, commit, end))
                 continue
             _write_change(conn, instance, kind, commit, seqval, command_id, before, after, json.loads(changed))
             captured_last = True
+        if kind == "ddl":
+            cache.pop(source)  # a change table may have been altered
         last_of_transaction = index + 1 == len(records) or bytes(records[index + 1][1]) != bytes(commit)
         if last_of_transaction and captured_last:
             conn.execute("INSERT INTO lsn_time_mapping VALUES (?, ?, ?, ?, ?)", (db, commit, begin, end, tran_id))
@@ -66,6 +70,25 @@ def harvest(conn: sqlite3.Connection, db: str) -> None:
     if last is not None and not captured_last:
         conn.execute("INSERT INTO lsn_time_mapping VALUES (?, ?, ?, ?, ?)", (db, last[0], last[1], last[2], ZERO_LSN))
     conn.execute("DELETE FROM log WHERE db = ? AND commit_lsn IS NOT NULL", (db,))
+
+
+def _alter_captured_column(conn: sqlite3.Connection, instance: store.InstanceInfo, column: ModelColumn) -> bool:
+    """A captured column's new type reaches the change table (its rows converted) and ``cdc.captured_columns``;
+    False when the instance does not capture the column."""
+    old = next((c for _, c in instance.captured if c.name.casefold() == column.name.casefold()), None)
+    if old is None:
+        return False
+    conn.execute("UPDATE columns SET type_name = ?, max_length = ?, precision = ?, scale = ? WHERE db = ? "
+                 "AND object_id = ? AND name = ?", (column.type_name, column.max_length, column.precision,
+                                                    column.scale, instance.db, instance.object_id, old.name))
+    conn.execute("UPDATE captured_columns SET column_type = ? WHERE db = ? AND object_id = ? AND column_name = ?",
+                 (column.type_name, instance.db, instance.object_id, old.name))
+    for rowid, data in conn.execute("SELECT rowid, data FROM change_rows WHERE db = ? AND object_id = ?",
+                                    (instance.db, instance.object_id)).fetchall():
+        values = json.loads(data)
+        values[old.name] = encode(column, coerce(column, decode(old, values.get(old.name))))
+        conn.execute("UPDATE change_rows SET data = ? WHERE rowid = ?", (json.dumps(values), rowid))
+    return True
 
 
 def _write_change(conn: sqlite3.Connection, instance: store.InstanceInfo, kind: str, commit: bytes, seqval: bytes,

@@ -190,14 +190,15 @@ def _captured_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any],
     db = _database(conn, g)
     _require_cdc(conn, db, "captured_columns")
     rows = conn.execute(
-        "SELECT cc.column_name, cc.column_ordinal, c.column_id, c.type_name, c.max_length, c.precision, c.scale, "
-        "c.is_nullable, c.is_identity FROM captured_columns cc JOIN columns c ON c.db = cc.db AND c.object_id = ? "
-        "AND c.name = cc.column_name WHERE cc.db = ? AND cc.object_id = ? ORDER BY cc.column_ordinal",
-        (p[0], db, p[1])).fetchall()
+        "SELECT cc.column_name, cc.column_ordinal, cc.column_type, ctc.max_length, ctc.precision, ctc.scale, "
+        "src.is_nullable, src.is_identity FROM captured_columns cc JOIN columns ctc ON ctc.db = cc.db "
+        "AND ctc.object_id = cc.object_id AND ctc.name = cc.column_name LEFT JOIN columns src ON src.db = cc.db "
+        "AND src.object_id = ? AND src.name = cc.column_name WHERE cc.db = ? AND cc.object_id = ? "
+        "ORDER BY cc.column_ordinal", (p[0], db, p[1])).fetchall()
     columns = [_out("column_name", "sysname", 256, nullable=False), _out("column_ordinal", "int", 4, 10),
-               _out("column_id", "int", 4, 10, nullable=False), _out("type_name", "sysname", 256, nullable=False),
-               _out("max_length", "smallint", 2, 5, nullable=False), _out("precision", "tinyint", 1, 3),
-               _out("scale", "tinyint", 1, 3), _out("is_nullable", "bit"), _out("is_identity", "bit")]
+               _out("column_type", "sysname", 256), _out("max_length", "smallint", 2, 5, nullable=False),
+               _out("precision", "tinyint", 1, 3), _out("scale", "tinyint", 1, 3), _out("is_nullable", "bit"),
+               _out("is_identity", "bit")]
     return _rows(columns, rows)
 
 
@@ -222,12 +223,13 @@ def _index_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s:
 def _ddl_history(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     db = _database(conn, g)
     _require_cdc(conn, db, "ddl_history")
-    rows = conn.execute("SELECT source_object_id, object_id, ddl_command, ddl_lsn, ddl_time FROM ddl_history "
-                        "WHERE db = ? AND ddl_lsn > ? ORDER BY ddl_lsn", (db, _binary(p[0]))).fetchall()
+    rows = conn.execute("SELECT source_object_id, object_id, required_column_update, ddl_command, ddl_lsn, "
+                        "ddl_time FROM ddl_history WHERE db = ? AND ddl_lsn > ? ORDER BY ddl_lsn",
+                        (db, _binary(p[0]))).fetchall()
     columns = [_out("source_object_id", "int", 4, 10), _out("object_id", "int", 4, 10),
-               _out("ddl_command", "nvarchar", -1), _lsn_out("ddl_lsn"),
+               _out("required_column_update", "bit"), _out("ddl_command", "nvarchar", -1), _lsn_out("ddl_lsn"),
                _out("ddl_time", "datetime", 8, 23, 3)]
-    return _rows(columns, [(a, b, c, d, decode(columns[4].column, e)) for a, b, c, d, e in rows])
+    return _rows(columns, [(*row[:5], decode(columns[5].column, row[5])) for row in rows])
 
 
 def _nth_transaction_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
