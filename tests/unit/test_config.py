@@ -416,3 +416,9 @@ def test_snapshot_mode_when_needed_is_refused_for_sql_server_and_names_the_alter
     with pytest.raises(ConfigurationError, match=r"cdckit\.sqlserver\.purged\.changes=resnapshot"):
         validate({**SQLSERVER, "snapshot.mode": "when_needed"})
     assert validate({**BASE, "snapshot.mode": "when_needed"}).str("snapshot.mode") == "when_needed"
+
+
+def test_a_configuration_written_out_whole_validates_again() -> None:
+    for base in (BASE, SQLSERVER):
+        written = validate(base).as_properties(include_secrets=True)
+        assert validate(written).as_properties(include_secrets=True) == written

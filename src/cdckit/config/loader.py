@@ -326,7 +326,7 @@ def validate(raw: Mapping[str, str]) -> Config:
                             "cdckit.message.format=qlik each table's structure is in Qlik's metadata messages: "
                             "remove include.schema.changes")
         values["include.schema.changes"] = False
-    _check_connector_family(raw, connector_class, problems)
+    _check_connector_family(raw, values, connector_class, problems)
     _check_combinations(values, problems, passthrough)
     _check_transforms(values, problems, passthrough)
     if problems:
@@ -337,14 +337,18 @@ def validate(raw: Mapping[str, str]) -> Config:
 _FAMILY_NAMES = {"sqlserver": "SQL Server", "postgres": "PostgreSQL and YugabyteDB"}
 
 
-def _check_connector_family(raw: Mapping[str, str], connector_class: str, problems: list[str]) -> None:
-    """A setting only the other connector reads would be accepted and do nothing: refuse it."""
+def _check_connector_family(raw: Mapping[str, str], values: Mapping[str, object], connector_class: str,
+                            problems: list[str]) -> None:
+    """A setting only the other connector reads would be accepted and do nothing: refuse it. Its default is
+    accepted (a configuration written out whole, as ``cdckit validate`` prints it, holds every default)."""
     if connector_class not in (POSTGRES_CONNECTOR, YUGABYTEDB_CONNECTOR, SQLSERVER_CONNECTOR):
         return
     family = "sqlserver" if connector_class == SQLSERVER_CONNECTOR else "postgres"
     for key in raw:
         prop = BY_NAME.get(key)
         only = prop.only if prop else ("sqlserver" if key.startswith(_OVERRIDE_PREFIX) else "")
+        if prop is not None and values.get(key) in (prop.default, None, "", ()):
+            continue
         if only and only != family:
             hint = "; use database.names" if key == "database.dbname" else (
                 "; use database.dbname" if key == "database.names" else "")
