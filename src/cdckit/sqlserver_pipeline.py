@@ -99,12 +99,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     else:
         _store(config).remove(CHUNKS)
         _clear_snapshot_files(config)
-        start = {}
-        for database in databases(options):
-            with closing(connect(options, database)) as conn:
-                # No maximum LSN yet: stream everything since the capture instances started.
-                first = min((i.start_lsn for i in instances if i.database == database), default=1)
-                start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
+        start = _current_positions(options, instances)
         with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
         plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]
@@ -126,6 +121,17 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     write_snapshot_state(config, {**asdict(report), "status": "completed", "consistent_point": start, "plan": plan,
                           "watermarks": watermarks, "capture_instance_starts": starts, "capture_instances": known})
     return report
+
+
+def _current_positions(options: dict[str, str], instances: list[CaptureInstance]) -> dict[str, str]:
+    """Each database's maximum LSN now: where a stream that reads what is committed from now on starts."""
+    start = {}
+    for database in databases(options):
+        with closing(connect(options, database)) as conn:
+            # No maximum LSN yet: stream everything since the capture instances started.
+            first = min((i.start_lsn for i in instances if i.database == database), default=1)
+            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
+    return start
 
 
 def _finished(config: Config) -> list[dict[str, Any]]:
@@ -170,7 +176,14 @@ def run_stream(spark: SparkSession, config: Config,
         report.snapshot = run_snapshot(spark, config, data=False)
     if mode == "initial_only":
         return report
-    prepare_source(config)
+    _, instances = prepare_source(config)
+    if mode == "never" and not read_snapshot_state(config) and not _store(config).names("stream/offsets"):
+        # Where the first run starts, kept before it runs: a run that commits no batch leaves no offset in the
+        # checkpoint, and the next must not start at a later maximum LSN (what came in between would be lost).
+        write_snapshot_state(config, {"status": "never", "tables": [f"{i.database}.{i.qualified_name}"
+                                                                    for i in instances],
+                                      "consistent_point": _current_positions(config.as_properties(
+                                          include_secrets=True), instances)})
     options = config.as_properties(include_secrets=True)
     state = read_snapshot_state(config) or {}
     if state.get("consistent_point"):

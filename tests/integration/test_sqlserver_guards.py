@@ -170,3 +170,15 @@ def test_the_stream_rotates_after_a_column_type_changed(model: SqlServerModel, s
     assert _instances(model) == ["dbo_customers_v2"]
     assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [1, 2]
     assert _alter_columns(config) == [[("id", "int"), ("email", "nvarchar")]]
+
+
+def test_never_keeps_its_start_when_the_first_run_commits_no_batch(model: SqlServerModel, spark: Any,
+                                                                    workdir: Path) -> None:
+    """snapshot.mode=never: a first run with nothing to read commits no batch; what is committed before the
+    second run is still read by it."""
+    config = sqlserver_config(model, workdir, **{"snapshot.mode": "never", "table.include.list": "dbo\\.customers"})
+    assert run_stream(spark, config).events == 0
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 500, "email": "between runs"})
+    assert run_stream(spark, config).events == 1
+    assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [500]
