@@ -404,6 +404,8 @@ def test_qlik_messages_come_without_debeziums_schema_change_records() -> None:
     assert validate(SQLSERVER).bool("include.schema.changes") is True
     with pytest.raises(ConfigurationError, match=re.escape("include.schema.changes=true")):
         validate({**SQLSERVER, "cdckit.message.format": "qlik", "include.schema.changes": "true"})
+    with pytest.raises(ConfigurationError, match=re.escape("provide.transaction.metadata=true")):
+        validate({**SQLSERVER, "cdckit.message.format": "qlik", "provide.transaction.metadata": "true"})
 
 
 def test_tasks_max_above_one_is_refused_rather_than_ignored() -> None:

@@ -326,6 +326,10 @@ def validate(raw: Mapping[str, str]) -> Config:
                             "cdckit.message.format=qlik each table's structure is in Qlik's metadata messages: "
                             "remove include.schema.changes")
         values["include.schema.changes"] = False
+        if values.get("provide.transaction.metadata"):
+            problems.append("provide.transaction.metadata=true writes Debezium's BEGIN/END records and transaction "
+                            "block; Qlik messages carry their transaction in their headers (transactionId, "
+                            "transactionEventCounter, transactionLastEvent): remove it with cdckit.message.format=qlik")
     _check_connector_family(raw, values, connector_class, problems)
     _check_combinations(values, problems, passthrough)
     _check_transforms(values, problems, passthrough)
