@@ -357,6 +357,7 @@ class Profile:
     name: str
     settings: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    merged: int = 0  # topics the profile's routers merge into others (ByLogicalTableRouter)
 
 
 # Settings of tables that only make sense with them; given in every profile.
@@ -397,7 +398,7 @@ PROFILES: dict[str, Profile] = {profile.name: profile for profile in (
         "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
         "transforms.unwrap.delete.tombstone.handling.mode": "tombstone",
         "transforms.unwrap.add.fields": "op,source.lsn,id,source.schema:sch"},
-        "ByLogicalTableRouter, then ExtractNewRecordState (deletes as tombstones), transaction metadata"),
+        "ByLogicalTableRouter, then ExtractNewRecordState (deletes as tombstones), transaction metadata", merged=1),
     Profile("smt-c", {
         "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
         "transforms": "unwrap,merge",
@@ -409,6 +410,7 @@ PROFILES: dict[str, Profile] = {profile.name: profile for profile in (
         "transforms.merge.topic.replacement": f"{PREFIX}.public.merged",
         "transforms.merge.key.field.name": "source_table",
         "transforms.merge.key.field.regex": rf"{PREFIX}\.public\.(.*)", "transforms.merge.key.field.replacement": "$1"},
-        "schemas off, ExtractNewRecordState (rewrite with tombstones), ByLogicalTableRouter with key.field.regex"),
+        "schemas off, ExtractNewRecordState (rewrite with tombstones), ByLogicalTableRouter with key.field.regex",
+        merged=1),
 )}
 NON_DEFAULT = ("modes-a", "modes-b", "modes-c", "modes-d", "smt-a", "smt-b", "smt-c")
