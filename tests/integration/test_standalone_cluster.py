@@ -35,9 +35,10 @@ PREFIX = "cluster"
 TOPICS = ("inventory.customers", "inventory.orders", "inventory.products", "public.ledger")
 LEDGER_ROWS = 12_000
 PASSWORD_VARIABLE = "CDCKIT_CLUSTER_TEST_PASSWORD"
-# Batches of whole transactions up to 3000 changes, each read by two tasks (one per executor) taking turns on
-# the slot; the snapshot in partitions of 2000 rows.
-TUNING = {"max.batch.size": "3000", "cdckit.stream.partition.min.events": "500", "cdckit.snapshot.chunk.rows": "2000",
+# Batches of whole transactions up to 1500 changes (a dozen batches, so that an executor is killed while a task
+# runs even on a slow machine), each read by two tasks (one per executor) taking turns on the slot; the snapshot
+# in partitions of 2000 rows.
+TUNING = {"max.batch.size": "1500", "cdckit.stream.partition.min.events": "500", "cdckit.snapshot.chunk.rows": "2000",
           "topic.prefix": PREFIX}
 
 
