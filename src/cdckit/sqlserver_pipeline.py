@@ -176,15 +176,13 @@ def run_stream(spark: SparkSession, config: Config,
         report.snapshot = run_snapshot(spark, config, data=False)
     if mode == "initial_only":
         return report
-    _, instances = prepare_source(config)
+    options, instances = prepare_source(config)
     if mode == "never" and not read_snapshot_state(config) and not _store(config).names("stream/offsets"):
         # Where the first run starts, kept before it runs: a run that commits no batch leaves no offset in the
         # checkpoint, and the next must not start at a later maximum LSN (what came in between would be lost).
         write_snapshot_state(config, {"status": "never", "tables": [f"{i.database}.{i.qualified_name}"
                                                                     for i in instances],
-                                      "consistent_point": _current_positions(config.as_properties(
-                                          include_secrets=True), instances)})
-    options = config.as_properties(include_secrets=True)
+                                      "consistent_point": _current_positions(options, instances)})
     state = read_snapshot_state(config) or {}
     if state.get("consistent_point"):
         options["cdckit.stream.start"] = json.dumps(state["consistent_point"])

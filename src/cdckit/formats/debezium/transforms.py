@@ -117,8 +117,8 @@ class Record:
 
     @property
     def value_doc(self) -> Any:
-        if not self._value_parsed:
-            self._value_doc = None if self.value is None else parse_json(self.value)
+        if not self._value_parsed and self.value is not None:  # reading a tombstone leaves it a tombstone
+            self._value_doc = parse_json(self.value)
             self._value_parsed = True
         return self._value_doc
 
@@ -132,12 +132,12 @@ class Record:
         return self.key
 
     def value_text(self) -> str | None:
-        if self.value is None and self._value_parsed and self._value_doc is not _TOMBSTONE:
-            self.value = dumps(self._value_doc)
+        if self.value is None and self._value_parsed:
+            self.value = dumps(self._value_doc)  # a parsed null (a delete kept as null) is the text "null"
         return self.value
 
     def is_tombstone(self) -> bool:
-        return (self.value is None and not self._value_parsed) or self._value_doc is _TOMBSTONE
+        return self.value is None and not self._value_parsed
 
     def has_key(self) -> bool:
         return self.key is not None or (self._key_parsed and self._key_doc is not None)
@@ -148,9 +148,6 @@ class Record:
 
     def value_schema(self) -> dict[str, Any] | None:
         return self.value_doc["schema"] if self.schemas[1] and self.value_doc is not None else None
-
-
-_TOMBSTONE = object()  # value_doc of a record whose value is no value at all (a Kafka tombstone)
 
 
 def _set_value(record: Record, schema: dict[str, Any] | None, payload: Any) -> None:
@@ -173,10 +170,6 @@ def _header_bytes(value: Any) -> bytes | None:
 
 
 # -- Java regular expressions and replacement strings -------------------------------------------------------------
-
-
-def java_pattern(text: str) -> re.Pattern[str]:
-    return re.compile(text)
 
 
 def java_replacement(replacement: str) -> Callable[[re.Match[str]], str]:
@@ -211,7 +204,7 @@ class _Renamer:
     """``regex`` / ``replacement`` applied to a whole topic name (``Matcher.matches`` then ``replaceFirst``)."""
 
     def __init__(self, regex: str, replacement: str) -> None:
-        self.pattern = java_pattern(regex)
+        self.pattern = re.compile(regex)
         self.expand = java_replacement(replacement)
         for group in re.findall(r"(?<!\\)\$(\d)", replacement):
             if int(group) > self.pattern.groups:
