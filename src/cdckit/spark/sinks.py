@@ -15,41 +15,24 @@ never leaves partial or duplicate files behind.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
+
+from cdckit.spark.jsonl import lines_by_topic, record_line
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 POSITION_ORDER = ("topic", "commit_lsn", "lsn", "serial")
 WriteSummary = dict[str, int]
-
-
-def record_line(row: Row) -> str:
-    """One record as a JSON line; a binary value (Avro) is written base64-encoded with ``"valueEncoding"``."""
-    headers = "[" + ",".join(
-        '{"key":' + _json_string(h["key"]) + ',"value":'
-        + (_json_string(base64.b64encode(h["value"]).decode()) if h["value"] is not None else "null") + "}"
-        for h in (row["headers"] or [])) + "]"
-    binary = row["value_binary"]
-    if binary is not None:
-        value = _json_string(base64.b64encode(binary).decode()) + ',"valueEncoding":"base64"'
-    else:
-        value = row["value"] if row["value"] is not None else "null"
-    return ('{"topic":' + _json_string(row["topic"]) + ',"key":' + (row["key"] or "null") + ',"value":' + value
-            + ',"headers":' + headers + "}")
-
-
-def _json_string(text: str) -> str:
-    import orjson
-
-    return orjson.dumps(text).decode("utf-8")
 
 
 def _persist_controls(controls_dir: str | None, values: list[str]) -> None:
@@ -64,26 +47,29 @@ def _persist_controls(controls_dir: str | None, values: list[str]) -> None:
 
 
 def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None
-                 ) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
-    def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
+                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
+        import pyarrow.compute as pc
+
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
-        handles: dict[str, tuple[IO[str], Path, Path]] = {}
+        handles: dict[str, tuple[IO[bytes], Path, Path]] = {}
         counts: Counter[str] = Counter()
         controls: list[str] = []
         try:
-            for row in rows:
-                if row["op"].startswith("_"):  # a control row for the driver, not a record
-                    controls.append(row["value"])
-                    continue
-                topic = row["topic"]
-                if topic not in handles:
-                    folder = Path(output) / topic
-                    folder.mkdir(parents=True, exist_ok=True)
-                    final = folder / f"{label}{suffix}.jsonl"
-                    temporary = folder / f".{label}{suffix}.jsonl.tmp"
-                    handles[topic] = (temporary.open("w", encoding="utf-8"), temporary, final)
-                handles[topic][0].write(record_line(row) + "\n")
-                counts[topic] += 1
+            for batch in batches:
+                is_control = pc.starts_with(batch.column("op"), "_")  # control rows are for the driver
+                if pc.any(is_control).as_py():
+                    controls.extend(batch.filter(is_control).column("value").to_pylist())
+                    batch = batch.filter(pc.invert(is_control))
+                for topic, lines, count in lines_by_topic(batch):
+                    if topic not in handles:
+                        folder = Path(output) / topic
+                        folder.mkdir(parents=True, exist_ok=True)
+                        final = folder / f"{label}{suffix}.jsonl"
+                        temporary = folder / f".{label}{suffix}.jsonl.tmp"
+                        handles[topic] = (temporary.open("wb"), temporary, final)
+                    handles[topic][0].write(lines)
+                    counts[topic] += count
             for handle, temporary, final in handles.values():
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -109,8 +95,8 @@ def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str
 
 
 def _console_writer(label: str, controls_dir: str | None = None
-                    ) -> Callable[[Iterable[Row]], Iterator[tuple[str, int]]]:
-    def write(rows: Iterable[Row]) -> Iterator[tuple[str, int]]:
+                    ) -> Callable[[Iterable[dict[str, Any]]], Iterator[tuple[str, int]]]:
+    def write(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[str, int]]:
         counts: Counter[str] = Counter()
         controls: list[str] = []
         for row in rows:
@@ -130,11 +116,12 @@ def _console_writer(label: str, controls_dir: str | None = None
 PartitionWriter = Callable[[Iterable[Any]], Iterator[tuple[str, Any]]]
 
 
-def on_partitions(df: DataFrame, writer: PartitionWriter) -> list[tuple[str, Any]]:
+def on_partitions(df: DataFrame, writer: PartitionWriter, *, arrow: bool = False) -> list[tuple[str, Any]]:
     """Run ``writer`` once per partition on the executors and return what it reports, in partition order.
 
-    The writer gets the partition's rows as dicts, read from Arrow batches (``mapInArrow``); it reports small
-    ``(name, JSON-serializable item)`` pairs such as rows per topic, which are all that reaches the driver.
+    The writer gets the partition's rows as dicts, read from Arrow batches (``mapInArrow``), or with ``arrow``
+    the Arrow record batches themselves; it reports small ``(name, JSON-serializable item)`` pairs such as rows
+    per topic, which are all that reaches the driver.
     """
     def apply(batches: Iterator[Any]) -> Iterator[Any]:
         import orjson
@@ -146,7 +133,7 @@ def on_partitions(df: DataFrame, writer: PartitionWriter) -> list[tuple[str, Any
                 for values in zip(*(column.to_pylist() for column in batch.columns), strict=True):
                     yield dict(zip(names, values, strict=True))
 
-        reported = list(writer(rows()))
+        reported = list(writer(batches if arrow else rows()))
         yield pa.RecordBatch.from_pydict({"name": [name for name, _ in reported],
                                           "item": [orjson.dumps(item).decode() for _, item in reported]},
                                          schema=pa.schema([("name", pa.string()), ("item", pa.string())]))
@@ -173,9 +160,10 @@ def write_snapshot(df: DataFrame, sink: str, output: str, controls: list[str] | 
     """Write snapshot rows partition by partition (no shuffle); returns rows per topic. Control rows (chunk
     watermarks) are not written but handed back in ``controls`` and, partition by partition as soon as its
     records are written, kept in ``controls_dir`` (so a failed snapshot knows which chunks are done)."""
-    writer = (_file_writer(output, "snapshot", per_partition=True, controls_dir=controls_dir) if sink == "files"
-              else _console_writer("snapshot", controls_dir))
-    return _summarize(on_partitions(df, writer), controls)
+    if sink == "files":
+        writer = _file_writer(output, "snapshot", per_partition=True, controls_dir=controls_dir)
+        return _summarize(on_partitions(df, writer, arrow=True), controls)
+    return _summarize(on_partitions(df, _console_writer("snapshot", controls_dir)), controls)
 
 
 def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str,
@@ -189,10 +177,12 @@ def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str,
     (file names sort in position order)."""
     label = f"stream-{batch_id:012d}"
     if sink == "files" and ordered_partitions:
-        return _summarize(on_partitions(df, _file_writer(output, label, per_partition=True)), controls)
+        return _summarize(on_partitions(df, _file_writer(output, label, per_partition=True), arrow=True), controls)
     ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
-    writer = _file_writer(output, label, per_partition=False) if sink == "files" else _console_writer(label)
-    return _summarize(on_partitions(ordered, writer), controls)
+    if sink == "files":
+        return _summarize(on_partitions(ordered, _file_writer(output, label, per_partition=False), arrow=True),
+                          controls)
+    return _summarize(on_partitions(ordered, _console_writer(label)), controls)
 
 
 def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
@@ -212,7 +202,7 @@ def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
 def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
     """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``."""
     writer = _file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True)
-    return _summarize(on_partitions(df, writer))
+    return _summarize(on_partitions(df, writer, arrow=True))
 
 
 class Sink:

@@ -1,0 +1,59 @@
+"""The files sink's lines built a batch at a time with Arrow (``record_lines``) against the reference built a record at
+a time in Python (``record_line``): the same bytes for any record, and each topic's lines in row order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdckit.spark.jsonl import lines_by_topic, record_line, record_lines
+from cdckit.spark.rows import EVENT_COLUMNS, event_arrow_schema
+
+# Any text, including escapes, control characters and characters outside the Basic Multilingual Plane.
+TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+JSON_TEXT = st.one_of(st.none(), TEXT.map(lambda text: json.dumps({"payload": text}, ensure_ascii=False)))
+HEADERS = st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+    {"key": TEXT, "value": st.one_of(st.none(), st.binary(max_size=12))}), max_size=3))
+
+
+@st.composite
+def records(draw: Any) -> dict[str, Any]:
+    binary = draw(st.one_of(st.none(), st.binary(max_size=30)))
+    return {"topic": draw(st.sampled_from(["shop.public.orders", "shop.\"odd\\topic\u00e9", "\U0001f600.t", ""])),
+            "key": draw(JSON_TEXT), "value": None if binary is not None else draw(JSON_TEXT),
+            "headers": draw(HEADERS), "table": "public.orders", "op": draw(st.sampled_from(["c", "u", "d", "r"])),
+            "commit_lsn": 1, "lsn": draw(st.integers(0, 2**62)), "serial": 0, "source_ts_ms": 0,
+            "value_binary": binary}
+
+
+def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([{name: row[name] for name in EVENT_COLUMNS} for row in rows],
+                                      schema=event_arrow_schema())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records(), max_size=25))
+def test_a_batch_of_lines_is_byte_for_byte_the_reference_line_of_each_record(rows: list[dict[str, Any]]) -> None:
+    assert record_lines(_batch(rows)).to_pylist() == [record_line(row) + "\n" for row in rows]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(records(), max_size=25))
+def test_each_topics_lines_come_in_row_order(rows: list[dict[str, Any]]) -> None:
+    written = {topic: (bytes(lines), count) for topic, lines, count in lines_by_topic(_batch(rows))}
+    expected: dict[str, list[str]] = {}
+    for row in rows:
+        expected.setdefault(row["topic"], []).append(record_line(row) + "\n")
+    assert written == {topic: ("".join(lines).encode(), len(lines)) for topic, lines in expected.items()}
+
+
+def test_a_slice_of_a_batch_writes_only_its_own_rows() -> None:
+    rows = [{"topic": "t", "key": None, "value": f'{{"n":{n}}}', "headers": [], "table": "s.t", "op": "c",
+             "commit_lsn": n, "lsn": n, "serial": 0, "source_ts_ms": 0, "value_binary": None} for n in range(6)]
+    [(topic, lines, count)] = list(lines_by_topic(_batch(rows).slice(2, 3)))
+    assert (topic, count) == ("t", 3)
+    assert bytes(lines).decode().splitlines() == [record_line(row) for row in rows[2:5]]
