@@ -19,13 +19,21 @@ from pyspark.sql.types import StructType
 from cdckit.dialect.postgres.catalog import TableInfo, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
-from cdckit.dialect.postgres.snapshot import SnapshotChunk, plan_chunks, read_chunk, snapshot_marker, snapshot_xmin
+from cdckit.dialect.postgres.snapshot import (
+    SnapshotChunk,
+    plan_chunks,
+    read_chunk,
+    read_chunk_blocks,
+    snapshot_marker,
+    snapshot_xmin,
+)
 from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, read_record_batches
 
 
 class SchemaChangePartition(InputPartition):
@@ -80,7 +88,46 @@ class PostgresSnapshotReader(DataSourceReader):
         return partitions or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, SnapshotPartition):
+            table_format = TableFormat(partition.table, format_settings(self.options))
+            if self._columnar(table_format):
+                return self.columnar_batches(partition, table_format)
         return arrow_batches(self.rows(partition))
+
+    def _columnar(self, table_format: TableFormat) -> bool:
+        """Whether the chunk's records are Debezium's reads that ``columnar.ColumnarReads`` formats."""
+        options = self.options
+        return (columnar.supports(table_format) and options.get("cdckit.message.format", "debezium") == "debezium"
+                and "r" not in {op.strip() for op in options.get("skipped.operations", "t").split(",")})
+
+    def columnar_batches(self, partition: SnapshotPartition, table_format: TableFormat) -> Iterator[pa.RecordBatch]:
+        """The chunk's records, a fetched block of rows at a time, formatted column by column: the same records
+        as ``rows`` gives (bar the processing time ``ts_ms``, taken once a block)."""
+        options = self.options
+        lsn = parse_lsn(options["cdckit.snapshot.lsn"])
+        started_ms = int(options.get("cdckit.snapshot.ts_ms") or now_ms())
+        table, chunk = partition.table, partition.chunk
+        reads = columnar.ColumnarReads(table_format, table_format.settings.topic_prefix)
+        names = [column.name for column in table.columns]
+
+        def event(marker: str) -> ChangeEvent:
+            return columnar.read_event(table.schema, table.name, lsn, started_ms, partition.tx_id, marker)
+
+        blocks = read_chunk_blocks(options, options["cdckit.snapshot.name"], table, chunk,
+                                   int(options.get("snapshot.fetch.size", "10240")))
+        block, first = next(blocks, None), True
+        while block is not None:
+            following = next(blocks, None)
+            count = len(block)
+            markers = ["true"] * count
+            markers[-1] = snapshot_marker(chunk, first and count == 1, last_row=following is None)
+            markers[0] = snapshot_marker(chunk, first, last_row=following is None and count == 1)
+            columns = {name: pa.array(values, type=pa.string()) for name, values in
+                       zip(names, zip(*block, strict=True), strict=True)}
+            keys, values = reads.texts(columns, pa.array(markers, type=pa.string()), event, now_ms())
+            yield from read_record_batches(table_format.topic, f"{table.schema}.{table.name}", keys, values,
+                                           Position(lsn, lsn, 0), started_ms)
+            block, first = following, False
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         options = self.options

@@ -79,6 +79,39 @@ def arrow_batches(rows: Iterable[EventRow]) -> Iterator[pa.RecordBatch]:
 _TEXT_INDEXES = (EVENT_COLUMNS.index("key"), EVENT_COLUMNS.index("value"))
 
 
+def read_record_batches(topic: str, table: str, keys: pa.Array | None, values: pa.Array, position: Position,
+                        ts_ms: int) -> Iterator[pa.RecordBatch]:
+    """Snapshot reads of one table, their keys and values already formatted, as the event rows ``record`` makes
+    of them (``op`` "r", every row at ``position``), handed over in batches of at most ``ARROW_BATCH_BYTES`` of
+    values (at least one row each)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = event_arrow_schema()
+    sizes = np.cumsum(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False), dtype=np.int64))
+    start = 0
+    while start < len(values):
+        taken = int(np.searchsorted(sizes, (sizes[start - 1] if start else 0) + ARROW_BATCH_BYTES, side="right"))
+        end = max(taken, start + 1)
+        count = end - start
+
+        def constant(value: object, field: str, rows: int = count) -> pa.Array:
+            return pa.repeat(pa.scalar(value, schema.field(field).type), rows)
+
+        headers = pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, dtype=np.int32)),
+                                           pa.array([], type=schema.field("headers").type.value_type))
+        yield pa.RecordBatch.from_arrays([
+            constant(topic, "topic"),
+            constant(None, "key") if keys is None else keys.slice(start, count).cast(pa.string()),
+            values.slice(start, count).cast(pa.string()),
+            headers.cast(schema.field("headers").type),
+            constant(table, "table"), constant("r", "op"), constant(position.commit_lsn, "commit_lsn"),
+            constant(position.lsn, "lsn"), constant(position.serial, "serial"), constant(ts_ms, "source_ts_ms"),
+            constant(None, "value_binary")], schema=schema)
+        start = end
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

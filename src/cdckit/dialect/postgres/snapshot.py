@@ -139,24 +139,33 @@ def chunk_query(table: TableInfo, chunk: SnapshotChunk) -> tuple[sql.Composed, l
     return query, params
 
 
-def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
-               fetch_size: int) -> Iterator[dict[str, object]]:
-    """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot."""
+def read_chunk_blocks(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
+                      fetch_size: int) -> Iterator[list[tuple[str | None, ...]]]:
+    """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot, ``fetch_size`` rows a
+    round trip: each block a list of tuples of ``table.columns``' values."""
     with closing(connect(options)) as conn:
         conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
         with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
             cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
-        names = [c.name for c in table.columns]
         query, params = chunk_query(table, chunk)
         with conn.cursor(name=f"cdckit_snapshot_{chunk.index}") as cur:
             cur.itersize = fetch_size
             cur.execute(query, params)
             try:
-                for values in cur:
-                    yield dict(zip(names, values, strict=True))
+                while block := cur.fetchmany(fetch_size):
+                    yield block
             except UnicodeDecodeError as exc:
                 raise DecodingError(
                     f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
                     f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
                     f"(column.exclude.list)") from None
         conn.rollback()
+
+
+def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
+               fetch_size: int) -> Iterator[dict[str, object]]:
+    """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot."""
+    names = [c.name for c in table.columns]
+    for block in read_chunk_blocks(options, snapshot_name, table, chunk, fetch_size):
+        for values in block:
+            yield dict(zip(names, values, strict=True))

@@ -256,6 +256,21 @@ class TableFormat:
     def has_key(self) -> bool:
         return bool(self._key_fields)
 
+    @property
+    def key_fields(self) -> Sequence[_Field]:
+        return tuple(self._key_fields)
+
+    @property
+    def value_fields(self) -> Sequence[_Field]:
+        return tuple(self._value_fields)
+
+    def wrappers(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """The texts a key's and a value's payload stand between: the schema before it and the closing brace
+        after it, or nothing with schemas off."""
+        key = (self._key_prefix, "}") if self.settings.key_schemas_enable else ("", "")
+        value = (self._value_prefix, "}") if self.settings.value_schemas_enable else ("", "")
+        return key, value
+
     def _key_columns(self, table: TableLike) -> tuple[str, ...]:
         qualified = f"{table.schema}.{table.name}"
         for pattern, columns in self.settings.message_key_columns:

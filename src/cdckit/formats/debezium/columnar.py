@@ -1,0 +1,305 @@
+"""PostgreSQL snapshot reads formatted a column at a time, over Arrow arrays (docs/decisions/0022).
+
+``TableFormat.key_json`` / ``value_json`` are the reference: one row at a time in Python. ``ColumnarReads`` gives
+the same bytes for a whole block of a table's rows, as PostgreSQL's text output (decision 0004) arranged in
+columns:
+
+- each column becomes the JSON text of its values with Arrow's compute kernels (integers, booleans, text, uuid,
+  dates, timestamptz, precise decimals), for the values in the plain form PostgreSQL prints (``2024-03-05``,
+  ``12.50``, text without characters JSON must escape);
+- every other value, and every column of a type or setting without a kernel, goes through the reference
+  converter, once per distinct value;
+- the messages are joined column by column: the schema text, the after image, the source block (which differs
+  between rows only in ``snapshot``) and the rest are constants of the block.
+
+Only what a snapshot read needs: no before image, no unavailable values, no yboutput wrapping (``supports``).
+Pure: pyarrow and NumPy, no Spark, no database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cdckit.errors import UnsupportedValueError
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.envelope import TableFormat, dumps
+from cdckit.formats.debezium.postgres_types import ColumnType
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+# Characters orjson (and Jackson) write escaped, and those outside the Basic Multilingual Plane, which Jackson
+# writes as a surrogate pair: a text with none of them is its JSON string between quotes. RE2 syntax.
+_NEEDS_ESCAPING = r'["\\\x00-\x1f]|[\x{10000}-\x{10FFFF}]'
+_PLAIN_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_UTC_TIMESTAMPTZ = r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]*[1-9])?\+00$"
+_GREGORIAN_CUTOVER = "1582-10-15"  # before it, pgjdbc's reading differs from the plain text (the reference knows)
+_INTEGER_TYPES = frozenset(("int2", "int4", "int8", "oid"))
+_STRING_TYPES = frozenset(("text", "varchar", "bpchar", "char", "citext", "uuid", "json", "jsonb"))
+_DATE_SCHEMAS = frozenset(("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"))
+_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def supports(table_format: TableFormat) -> bool:
+    """Whether ``ColumnarReads`` formats this table's snapshot reads (PostgreSQL's connector, no yboutput)."""
+    settings = table_format.settings
+    return settings.connector == "postgresql" and not settings.wrap_values
+
+
+class _Converter:
+    """One field's values, text in, JSON text out, as the reference writes them inside the message."""
+
+    def __init__(self, field: Any, column: ColumnType | None, key: bool) -> None:
+        self.field = field
+        self.key = key
+        self.kind = _kind(field, column)
+        self.precision = 6 if column is None or column.modifier < 0 else column.modifier
+        self.scale = int(field.mapped.schema.get("parameters", {}).get("scale", "0"))
+
+    def reference(self, text: str | None) -> str:
+        """The reference's JSON for one value (``TableFormat.key_payload`` / ``row_payload`` with ``read``)."""
+        field = self.field
+        converted = field.fallback if text is None else field.read_value(text)
+        if self.key:
+            return dumps(converted)
+        result = converted if field.mapping.mapper is None else field.mapping.mapper(converted)
+        return dumps(field.default if result is None else result)
+
+    def json(self, texts: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        plain = self._plain(texts)
+        if plain is None:
+            return self._by_reference(texts)
+        plain = pc.fill_null(plain, False)
+        if pc.all(plain).as_py():
+            return self._fast(texts)
+        if not pc.any(plain).as_py():
+            return self._by_reference(texts)
+        return _merge(plain, self._fast(texts.filter(plain)), self._by_reference(texts.filter(pc.invert(plain))))
+
+    def _by_reference(self, texts: pa.Array) -> pa.Array:
+        """Each distinct value converted once by the reference; nulls too."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        encoded = texts.dictionary_encode()
+        converted = pa.array([self.reference(text) for text in encoded.dictionary.to_pylist()], type=pa.large_string())
+        result = converted.take(encoded.indices)
+        if result.null_count:
+            result = pc.fill_null(result, pa.scalar(self.reference(None), pa.large_string()))
+        return result
+
+    def _plain(self, texts: pa.Array) -> pa.Array | None:
+        """Where the kernel applies (None: nowhere)."""
+        import pyarrow.compute as pc
+
+        kind = self.kind
+        if kind == "integer":
+            return pc.is_valid(texts)
+        if kind == "boolean":
+            return pc.is_in(texts, value_set=_strings(["t", "f"]))
+        if kind == "string":
+            return pc.invert(pc.match_substring_regex(texts, _NEEDS_ESCAPING))
+        if kind == "date":
+            return pc.and_(pc.match_substring_regex(texts, _PLAIN_DATE), pc.greater(texts, "0000-99-99"))
+        if kind == "timestamptz":
+            return pc.and_(pc.match_substring_regex(texts, _UTC_TIMESTAMPTZ),
+                           pc.greater_equal(texts, _GREGORIAN_CUTOVER))
+        if kind == "decimal":
+            fraction = rf"\.[0-9]{{{self.scale}}}" if self.scale else ""
+            digits = 18 - self.scale  # the unscaled value fits a long
+            return pc.match_substring_regex(texts, rf"^-?[0-9]{{1,{max(digits, 1)}}}{fraction}$") \
+                if digits > 0 else None
+        return None
+
+    def _fast(self, texts: pa.Array) -> pa.Array:
+        """The kernel's JSON for values ``_plain`` accepted."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        text = pa.large_string()
+        texts = texts.cast(text)
+        kind = self.kind
+        if kind == "integer":
+            return texts
+        if kind == "boolean":
+            return pc.if_else(pc.equal(texts, "t"), pa.scalar("true", text), pa.scalar("false", text))
+        if kind == "string":
+            return _join('"', texts, '"')
+        if kind == "date":
+            days = pc.strptime(texts, format="%Y-%m-%d", unit="s").cast(pa.date32()).cast(pa.int32())
+            return days.cast(text)
+        if kind == "timestamptz":
+            clock = pc.utf8_slice_codeunits(texts, 11, 19)
+            date = pc.utf8_slice_codeunits(texts, 0, 10)
+            if self.precision == 0:
+                return _join('"', date, "T", clock, 'Z"')
+            fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(texts, 20, -3), width=self.precision, padding="0")
+            return _join('"', date, "T", clock, ".", fraction, 'Z"')
+        if kind == "decimal":
+            import numpy as np
+
+            unscaled = pc.replace_substring(texts, ".", "").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            return _join('"', _base64_twos_complement(np.asarray(unscaled, dtype=np.int64)), '"')
+        raise AssertionError(kind)
+
+
+def _kind(field: Any, column: ColumnType | None) -> str:
+    """Which kernel a field's values take ("generic": none, every value by the reference)."""
+    schema = field.mapped.schema
+    if field.mapping.mapper is not None or column is None:
+        return "generic"
+    name = column.type_name
+    if name in _INTEGER_TYPES and schema["type"] in ("int16", "int32", "int64") and "name" not in schema:
+        return "integer"
+    if name == "bool" and schema["type"] == "boolean":
+        return "boolean"
+    if name in _STRING_TYPES and schema["type"] == "string":
+        return "string"
+    if name == "date" and schema.get("name") in _DATE_SCHEMAS:
+        return "date"
+    if name == "timestamptz" and schema.get("name") == "io.debezium.time.ZonedTimestamp":
+        return "timestamptz"
+    if name in ("numeric", "decimal") and schema.get("name") == "org.apache.kafka.connect.data.Decimal":
+        return "decimal"
+    return "generic"
+
+
+def _strings(values: Sequence[str]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.array(values, type=pa.string())
+
+
+def _join(*parts: Any) -> pa.Array:
+    """Texts joined element-wise; a ``str`` part is the same in every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    arrays = [pa.scalar(part, text) if isinstance(part, str) else part.cast(text) for part in parts]
+    return pc.binary_join_element_wise(*arrays, pa.scalar("", text))
+
+
+def _merge(mask: pa.Array, where_true: pa.Array, where_false: pa.Array) -> pa.Array:
+    """One array from two: rows where ``mask`` holds take ``where_true``'s values in turn, the others
+    ``where_false``'s."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    trues = pc.cumulative_sum(pc.cast(mask, pa.int64()))
+    falses = pc.cumulative_sum(pc.cast(pc.invert(mask), pa.int64()))
+    picks_true = pc.max_element_wise(pc.subtract(trues, 1), 0)
+    picks_false = pc.max_element_wise(pc.subtract(falses, 1), 0)
+    return pc.if_else(mask, where_true.take(picks_true), where_false.take(picks_false))
+
+
+def _base64_twos_complement(values: np.ndarray) -> pa.Array:
+    """Each long as ``b64(twos_complement(v))``: the base64 text of BigInteger.toByteArray(), the shortest
+    big-endian two's complement."""
+    import numpy as np
+    import pyarrow as pa
+
+    magnitude = np.where(values >= 0, values, ~values)
+    lengths = np.ones(len(values), dtype=np.int64)
+    for size in range(1, 8):  # one more byte for each 8 bits of magnitude, the sign bit included
+        lengths += magnitude >= (1 << (8 * size - 1))
+    big_endian = values.astype(">i8").view(np.uint8).reshape(-1, 8)
+    alphabet = np.frombuffer(_B64, dtype=np.uint8)
+    pieces, order = [], []
+    for length in np.unique(lengths):
+        rows = np.nonzero(lengths == length)[0]
+        groups = (int(length) + 2) // 3
+        data = np.zeros((len(rows), groups * 3), dtype=np.uint32)
+        data[:, :length] = big_endian[rows, 8 - length:]
+        triples = data.reshape(len(rows), groups, 3)
+        word = (triples[:, :, 0] << 16) | (triples[:, :, 1] << 8) | triples[:, :, 2]
+        sextets = np.stack([(word >> shift) & 63 for shift in (18, 12, 6, 0)], axis=2).reshape(len(rows), -1)
+        chars = alphabet[sextets]
+        padding = groups * 3 - int(length)
+        if padding:
+            chars[:, -padding:] = ord("=")
+        width = groups * 4
+        pieces.append(pa.array(np.ascontiguousarray(chars).view(f"S{width}").ravel(), type=pa.binary()))
+        order.append(rows)
+    combined = pa.concat_arrays(pieces).cast(pa.large_string())
+    return combined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
+class ColumnarReads:
+    """A table's snapshot reads, a block of rows at a time: the same key and value texts as the reference's
+    ``key_json(row, read=True)`` and ``value_json(event, ts_ms)`` for each row's read event."""
+
+    def __init__(self, table_format: TableFormat, topic_prefix: str) -> None:
+        self.format = table_format
+        self.topic_prefix = topic_prefix
+        columns = {column.name: column for column in table_format.table.columns}
+
+        def column_of(field: Any) -> ColumnType | None:
+            column = columns.get(field.name)
+            return column if isinstance(column, ColumnType) else None
+
+        self.keys = [_Converter(f, column_of(f), key=True) for f in table_format.key_fields]
+        self.values = [_Converter(f, column_of(f), key=False) for f in table_format.value_fields]
+        (self.key_prefix, self.key_suffix), (self.value_prefix, self.value_suffix) = table_format.wrappers()
+
+    def texts(self, columns: Mapping[str, pa.Array], markers: pa.Array, event: Callable[[str], ChangeEvent],
+              ts_ms: int) -> tuple[pa.Array | None, pa.Array]:
+        """Keys (None: the table has no key) and values of the rows in ``columns`` (each column's text output),
+        whose ``source.snapshot`` markers are ``markers``; ``event(marker)`` is a read event of the block with that
+        marker, for the source block."""
+        import pyarrow as pa
+
+        table = self.format.table
+        rows = len(markers)
+        try:
+            after = self._struct(self.values, columns, rows)
+            key = self._struct(self.keys, columns, rows) if self.keys else None
+        except UnsupportedValueError as error:
+            raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
+        encoded = markers.dictionary_encode()
+        sources = pa.array([self._source(event(marker)) for marker in encoded.dictionary.to_pylist()],
+                           type=pa.large_string()).take(encoded.indices)
+        value = _join(self.value_prefix + '{"before":null,"after":', after, ',"source":', sources,
+                      f',"op":"r","ts_ms":{ts_ms},"transaction":null}}' + self.value_suffix)
+        if key is None:
+            return None, value
+        return _join(self.key_prefix, key, self.key_suffix), value
+
+    def _source(self, event: ChangeEvent) -> str:
+        format_ = self.format
+        return dumps(format_.source.payload(event, self.topic_prefix, format_.database))
+
+    @staticmethod
+    def _struct(converters: Sequence[_Converter], columns: Mapping[str, pa.Array], rows: int) -> pa.Array:
+        """The JSON object of each of ``rows`` rows: ``{"name":value,...}``."""
+        import pyarrow as pa
+
+        if not converters:
+            return pa.repeat(pa.scalar("{}", pa.large_string()), rows)
+        parts: list[Any] = ["{"]
+        for index, converter in enumerate(converters):
+            parts.append(("," if index else "") + dumps(converter.field.json_name) + ":")
+            parts.append(converter.json(columns[converter.field.name]))
+        parts.append("}")
+        return _join(*_fold_literals(parts))
+
+
+def _fold_literals(parts: list[Any]) -> list[Any]:
+    """Adjacent literal texts as one."""
+    folded: list[Any] = []
+    for part in parts:
+        if isinstance(part, str) and folded and isinstance(folded[-1], str):
+            folded[-1] += part
+        else:
+            folded.append(part)
+    return folded
+
+
+def read_event(schema: str, table: str, lsn: int, ts_ms: int, tx_id: int, marker: str) -> ChangeEvent:
+    """A snapshot's read event without its row: what the source block of its record is made of."""
+    return ChangeEvent(schema, table, "r", None, None, Position(lsn, lsn, 0), ts_ms, tx_id, snapshot=marker,
+                       sequence=(None, lsn))

@@ -1,0 +1,164 @@
+"""Snapshot reads formatted a column at a time (``ColumnarReads``) against the reference, a row at a time
+(``TableFormat.key_json`` / ``value_json``): the same bytes for generated rows of every kind of column, plain
+values and the ones the kernels leave to the reference (escapes, BC dates, infinities, pre-1582 timestamps,
+NaN), nulls and defaults, under each handling mode and with schemas on and off."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.columnar import ColumnarReads, read_event, supports
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.formats.debezium.postgres_types import ColumnType
+
+LSN, TS_MS, TX_ID, NOW_MS = 23_456_789, 1_700_000_000_123, 771, 1_700_000_000_999
+TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=20)
+PLAIN_TEXT = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters='"\\'),
+                     max_size=20)
+
+
+def _timestamptz(moment: dt.datetime) -> str:
+    text = moment.isoformat(sep=" ", timespec="seconds")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + "+00"
+
+
+DATES = st.one_of(st.dates().map(lambda d: d.isoformat()),
+                  st.sampled_from(["infinity", "-infinity", "0044-03-15 BC", "10000-01-01", "1582-10-04"]))
+TIMESTAMPTZ = st.one_of(st.datetimes(min_value=dt.datetime(1, 1, 1)).map(_timestamptz),
+                        st.sampled_from(["infinity", "-infinity", "0044-03-15 10:00:00+00 BC",
+                                         "1500-01-01 00:00:00.5+00", "2024-03-05 10:20:05.12+00"]))
+# numeric(12,2) as PostgreSQL prints it, the special values, and longer ones a wider column would hold
+NUMERIC_12_2 = st.one_of(st.decimals(min_value=Decimal("-9999999999.99"), max_value=Decimal("9999999999.99"),
+                                     places=2, allow_nan=False).map(lambda d: f"{d:.2f}"),
+                         st.sampled_from(["NaN", "0.00", "-0.01", "127.99", "-128.00", "1.28"]))
+NUMERIC_30_4 = st.decimals(min_value=Decimal("-1e25"), max_value=Decimal("1e25"), places=4,
+                           allow_nan=False).map(lambda d: f"{d:.4f}")
+NUMERIC_ANY = st.decimals(allow_nan=False, allow_infinity=False, places=3,
+                          min_value=Decimal("-1e12"), max_value=Decimal("1e12")).map(str)
+
+# (column, values it may hold)
+COLUMNS: list[tuple[ColumnType, st.SearchStrategy[str]]] = [
+    (ColumnType("id", "int8", 20, optional=False), st.integers(-2**63, 2**63 - 1).map(str)),
+    (ColumnType("small", "int2", 21), st.integers(-2**15, 2**15 - 1).map(str)),
+    (ColumnType("n", "int4", 23, default_expression="42"), st.integers(-2**31, 2**31 - 1).map(str)),
+    (ColumnType("flag", "bool", 16), st.sampled_from(["t", "f"])),
+    (ColumnType("name", "text", 25), st.one_of(TEXT, PLAIN_TEXT)),
+    (ColumnType("code", "varchar", 1043, modifier=14, default_expression="'it''s'::character varying"),
+     st.one_of(TEXT, PLAIN_TEXT)),
+    (ColumnType("padded", "bpchar", 1042, modifier=9), PLAIN_TEXT.map(lambda t: t[:5].ljust(5))),
+    (ColumnType("ref", "uuid", 2950), st.uuids().map(str)),
+    (ColumnType("doc", "jsonb", 3802), TEXT.map(lambda t: '{"a": ' + repr(len(t)) + "}")),
+    (ColumnType("born", "date", 1082), DATES),
+    (ColumnType("at", "timestamptz", 1184), TIMESTAMPTZ),
+    (ColumnType("at3", "timestamptz", 1184, modifier=3), st.datetimes(min_value=dt.datetime(1583, 1, 1)).map(
+        lambda m: _timestamptz(m.replace(microsecond=m.microsecond // 1000 * 1000)))),
+    (ColumnType("at0", "timestamptz", 1184, modifier=0), st.datetimes(min_value=dt.datetime(1583, 1, 1)).map(
+        lambda m: _timestamptz(m.replace(microsecond=0)))),
+    (ColumnType("price", "numeric", 1700, modifier=(12 << 16 | 2) + 4), NUMERIC_12_2),
+    (ColumnType("big", "numeric", 1700, modifier=(30 << 16 | 4) + 4), NUMERIC_30_4),
+    (ColumnType("whole", "numeric", 1700, modifier=(18 << 16) + 4), st.integers(-10**17, 10**17).map(str)),
+    (ColumnType("amount", "numeric", 1700), NUMERIC_ANY),
+    (ColumnType("ratio", "float8", 701), st.floats(allow_nan=False, allow_infinity=False).map(repr)),
+    (ColumnType("ts", "timestamp", 1114), st.datetimes().map(lambda m: str(m))),
+]
+TABLE = TableInfo("inventory", "mixed \"t\"", 16385, tuple(c for c, _ in COLUMNS), ("id", "ref"), "d")
+MODES = [
+    {},
+    {"decimal.handling.mode": "string", "time.precision.mode": "connect"},
+    {"decimal.handling.mode": "double", "time.precision.mode": "adaptive_time_microseconds"},
+    {"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"},
+    {"column.mask.with.4.chars": "inventory.mixed \"t\".name", "column.truncate.to.3.chars": ".*code",
+     "field.name.adjustment.mode": "avro"},
+]
+
+
+@st.composite
+def rows(draw: Any) -> list[dict[str, str | None]]:
+    count = draw(st.integers(1, 12))
+    found = []
+    for _ in range(count):
+        row: dict[str, str | None] = {}
+        for column, values in COLUMNS:
+            row[column.name] = draw(values if not column.optional else st.one_of(st.none(), values))
+        found.append(row)
+    return found
+
+
+def _reference(table_format: TableFormat, block: list[dict[str, str | None]], markers: list[str]
+               ) -> tuple[list[str | None], list[str]]:
+    keys, values = [], []
+    for row, marker in zip(block, markers, strict=True):
+        event = ChangeEvent(TABLE.schema, TABLE.name, "r", None, row, Position(LSN, LSN, 0), TS_MS, TX_ID,
+                            snapshot=marker, sequence=(None, LSN))
+        keys.append(table_format.key_json(row, read=True))
+        values.append(table_format.value_json(event, NOW_MS))
+    return keys, values
+
+
+def _columnar(table_format: TableFormat, block: list[dict[str, str | None]], markers: list[str]
+              ) -> tuple[list[str | None] | None, list[str]]:
+    columns = {c.name: pa.array([row[c.name] for row in block], type=pa.string()) for c, _ in COLUMNS}
+    reads = ColumnarReads(table_format, table_format.settings.topic_prefix)
+    keys, values = reads.texts(columns, pa.array(markers, type=pa.string()),
+                               lambda marker: read_event(TABLE.schema, TABLE.name, LSN, TS_MS, TX_ID, marker), NOW_MS)
+    return (None if keys is None else keys.to_pylist()), values.to_pylist()
+
+
+def _format(mode: dict[str, str]) -> TableFormat:
+    return TableFormat(TABLE, format_settings({"topic.prefix": "shop", "database.dbname": "db", **mode}))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda mode: ",".join(f"{k}={v}" for k, v in mode.items()) or "default")
+def test_columnar_reads_are_byte_for_byte_the_reference(mode: dict[str, str]) -> None:
+    table_format = _format(mode)
+    assert supports(table_format)
+
+    @settings(max_examples=60, deadline=None)
+    @given(rows(), st.sampled_from(["true", "first", "last", "first_in_data_collection"]))
+    def check(block: list[dict[str, str | None]], marker: str) -> None:
+        markers = [marker] + ["true"] * (len(block) - 1)
+        assert _columnar(table_format, block, markers) == _reference(table_format, block, markers)
+
+    check()
+
+
+def test_plain_values_take_the_kernels_and_match() -> None:
+    """Every value plain: no column but the generic ones goes through the reference."""
+    table_format = _format({})
+    block = [{"id": "1", "small": "-3", "n": None, "flag": "t", "name": "caf\u00e9", "code": None, "padded": "ab   ",
+              "ref": str(uuid.UUID(int=7)), "doc": '{"a": 1}', "born": "2024-02-29", "at": "2024-03-05 10:20:05.12+00",
+              "at3": "1999-12-31 23:59:59.5+00", "at0": "2000-01-01 00:00:00+00", "price": "-128.00",
+              "big": "123.4500", "whole": "99999999999999999", "amount": "1.5", "ratio": "0.1",
+              "ts": "2024-01-01 00:00:00"}]
+    assert _columnar(table_format, block, ["true"]) == _reference(table_format, block, ["true"])
+    kinds = {converter.field.name: converter.kind for converter in ColumnarReads(table_format, "shop").values}
+    assert kinds == {"id": "integer", "small": "integer", "n": "integer", "flag": "boolean", "name": "string",
+                     "code": "string", "padded": "string", "ref": "string", "doc": "string", "born": "date",
+                     "at": "timestamptz", "at3": "timestamptz", "at0": "timestamptz", "price": "decimal",
+                     "big": "decimal", "whole": "decimal", "amount": "generic", "ratio": "generic", "ts": "generic"}
+
+
+def test_a_nan_in_precise_mode_is_null_as_in_the_reference() -> None:
+    table_format = _format({})
+    block = [{c.name: None for c, _ in COLUMNS} | {"id": "1", "ref": str(uuid.UUID(int=1)), "price": "NaN"}]
+    keys, values = _columnar(table_format, block, ["true"])
+    assert (keys, values) == _reference(table_format, block, ["true"])
+    assert '"price":null' in values[0]
+
+
+def test_yboutput_and_sql_server_keep_the_reference() -> None:
+    assert not supports(_format({"plugin.name": "yboutput"}))
+    assert not supports(TableFormat(TABLE, format_settings({
+        "topic.prefix": "shop", "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector"})))
