@@ -41,12 +41,13 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
-from cdckit.events import Position
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
-from cdckit.spark.records import record_builder, xid_at_lsn
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches
+from cdckit.spark.records import RecordBuilder, record_builder, xid_at_lsn
+from cdckit.spark.rows import ARROW_BATCH_ROWS, EVENT_SCHEMA, EventRow, arrow_batches, change_record_batches, now_ms
 from cdckit.spark.schema_history import SchemaHistory
 
 T = TypeVar("T")
@@ -174,23 +175,56 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(self.rows(partition))
+        assert isinstance(partition, LsnRange)
+        decoded = _DecodedRange(self.options, partition, self.slot_name)
+        if decoded.columnar:
+            return decoded.batches()
+        return arrow_batches(decoded.rows())
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
+        """The partition's records, every event formatted by the reference (``RecordBuilder``)."""
         assert isinstance(partition, LsnRange)
-        options = self.options
-        settings = format_settings(options)
-        conn = connect_retrying(options)
-        tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
+        return _DecodedRange(self.options, partition, self.slot_name).rows()
 
-        history = SchemaHistory.from_json(partition.history)
+
+class _DecodedRange:
+    """One partition's changes decoded from the slot, with the record builder and the table formats they need."""
+
+    def __init__(self, options: dict[str, str], partition: LsnRange, heartbeat_tag: str) -> None:
+        self.options = options
+        self.partition = partition
+        self.heartbeat_tag = heartbeat_tag
+        self.settings = format_settings(options)
+        self.tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
+        yugabyte = self.settings.connector == "YugabyteDB"
+        self.history = SchemaHistory.from_json(partition.history)
+        self.records = record_builder(
+            options, lambda event: self.tables[(event.schema, event.table)],
+            # The YugabyteDB connector names a transaction by xid:commit LSN; Debezium 2.5.2's PostgreSQL connector
+            # labels each of its records with the xid and the LSN of the message it stands for.
+            lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
+            self.history.version, None if yugabyte else xid_at_lsn)
+        skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+        self.formatted_ops = frozenset({"c", "u", "d"} - skipped)
+        # Debezium envelopes without transaction blocks are formatted a column at a time (columnar.py); the
+        # rest, and what those tables' formats do not support, a record at a time.
+        self.columnar = (isinstance(self.records, RecordBuilder) and not self.records.with_transactions
+                         and not self.settings.wrap_values and self.settings.connector == "postgresql")
+        self._converters: dict[int, tuple[TableFormat, columnar.ColumnarChanges]] = {}
+
+    def items(self) -> Iterator[ChangeEvent | EventRow]:
+        """The partition's events in position order, with the schema change records of structures met on the way
+        (records already)."""
+        options, partition, history, settings = self.options, self.partition, self.history, self.settings
+        conn = connect_retrying(options)
+        changes: list[TableInfo] = []
 
         def table_for(relation: pgoutput.Relation) -> TableInfo | None:
             if not select_tables([(relation.namespace, relation.name)], options):
                 return None
             table = table_from_relation(conn, relation.namespace, relation.name, relation.relation_id,
                                         [(c.name, c.type_oid, c.type_modifier) for c in relation.columns], options)
-            tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
+            self.tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
             if decoder.in_range:
                 changes.append(table)
             else:
@@ -200,21 +234,70 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
                     pass
             return table
 
-        changes: list[TableInfo] = []
-
-        yugabyte = settings.connector == "YugabyteDB"
-        records = record_builder(
-            options, lambda event: tables[(event.schema, event.table)],
-            # The YugabyteDB connector names a transaction by xid:commit LSN; Debezium 2.5.2's PostgreSQL connector
-            # labels each of its records with the xid and the LSN of the message it stands for.
-            lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
-            history.version, None if yugabyte else xid_at_lsn)
-        decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.slot_name)
+        decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.heartbeat_tag)
         try:
             for lsn, data in peek_rows(conn, options, partition.end):
                 for event in decoder.feed(lsn, data):
                     while changes:  # a Relation message came: a new structure is recorded (and announced)
                         yield from history.observe(changes.pop(0), event.position, options, settings)
-                    yield from records.rows(event)
+                    yield event
         finally:
             conn.close()
+
+    def rows(self) -> Iterator[EventRow]:
+        for item in self.items():
+            if isinstance(item, ChangeEvent):
+                yield from self.records.rows(item)
+            else:
+                yield item
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The partition's records as Arrow batches: runs of data changes formatted a column at a time, anything
+        else (heartbeats, schema change records) a record at a time, in position order."""
+        block: list[tuple[ChangeEvent, TableFormat]] = []
+        for item in self.items():
+            if isinstance(item, ChangeEvent) and item.op in self.formatted_ops:
+                # the table's format as of this change: a later Relation message may bring another
+                block.append((item, self.tables[(item.schema, item.table)][1]))
+                if len(block) >= ARROW_BATCH_ROWS:
+                    yield from self._formatted(block)
+                    block = []
+                continue
+            rows = list(self.records.rows(item)) if isinstance(item, ChangeEvent) else [item]
+            if rows:  # a transaction's end, a skipped change: no record, and no reason to cut the run
+                yield from self._formatted(block)
+                block = []
+                yield from arrow_batches(rows)
+        yield from self._formatted(block)
+
+    def _formatted(self, block: list[tuple[ChangeEvent, TableFormat]]) -> Iterator[pa.RecordBatch]:
+        """A run of data changes, formatted table by table, a column at a time, then put back in order."""
+        import numpy as np
+
+        if not block:
+            return
+        by_format: dict[int, list[int]] = {}
+        for index, (_event, table_format) in enumerate(block):
+            by_format.setdefault(id(table_format), []).append(index)
+        events = [event for event, _format in block]
+        ts_ms = now_ms()
+        keys, values, order = [], [], []
+        try:
+            for indexes in by_format.values():
+                table_format = block[indexes[0]][1]
+                converters = self._converters.get(id(table_format))
+                if converters is None or converters[0] is not table_format:
+                    converters = (table_format, columnar.ColumnarChanges(table_format, self.settings.topic_prefix))
+                    self._converters[id(table_format)] = converters
+                key, value = converters[1].texts([events[i] for i in indexes], ts_ms)
+                keys.append(key if key is not None else pa.nulls(len(indexes), pa.large_string()))
+                values.append(value)
+                order.extend(indexes)
+        except columnar.CannotFormat:
+            yield from arrow_batches(row for event in events for row in self.records.rows(event))
+            return
+        assert isinstance(self.records, RecordBuilder)
+        back = pa.array(np.argsort(np.array(order), kind="stable"))
+        yield from change_record_batches(events, [table_format.topic for _event, table_format in block],
+                                         pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back),
+                                         self.records.tombstones)

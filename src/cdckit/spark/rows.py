@@ -8,7 +8,7 @@ is a tombstone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -82,34 +82,71 @@ _TEXT_INDEXES = (EVENT_COLUMNS.index("key"), EVENT_COLUMNS.index("value"))
 def read_record_batches(topic: str, table: str, keys: pa.Array | None, values: pa.Array, position: Position,
                         ts_ms: int) -> Iterator[pa.RecordBatch]:
     """Snapshot reads of one table, their keys and values already formatted, as the event rows ``record`` makes
-    of them (``op`` "r", every row at ``position``), handed over in batches of at most ``ARROW_BATCH_BYTES`` of
-    values (at least one row each)."""
+    of them (``op`` "r", every row at ``position``)."""
+    yield from sized_batches(len(values), {
+        "topic": topic, "key": keys, "value": values, "table": table, "op": "r", "commit_lsn": position.commit_lsn,
+        "lsn": position.lsn, "serial": position.serial, "source_ts_ms": ts_ms})
+
+
+def change_record_batches(events: Sequence[ChangeEvent], topics: Sequence[str], keys: pa.Array, values: pa.Array,
+                          tombstones: bool) -> Iterator[pa.RecordBatch]:
+    """Streamed changes, their keys and values already formatted, as ``event_rows`` makes records of them: each
+    change's record and, after a delete, its tombstone (with ``tombstones``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    deletes = np.array([tombstones and event.op == "d" for event in events], dtype=bool)
+    index = pa.array(np.repeat(np.arange(len(events)), 1 + deletes.astype(np.int64)))
+    tombstone = np.zeros(len(index), dtype=bool)
+    tombstone[np.cumsum(1 + deletes.astype(np.int64)) - 1] = deletes
+    is_tombstone = pa.array(tombstone)
+
+    def per_event(values: list[Any], kind: pa.DataType) -> pa.Array:
+        return pa.array(values, type=kind).take(index)
+
+    ops = per_event([event.op for event in events], pa.string())
+    yield from sized_batches(len(index), {
+        "topic": per_event(list(topics), pa.string()),
+        "key": keys.take(index),
+        "value": pc.if_else(is_tombstone, pa.scalar(None, values.type), values.take(index)),
+        "table": per_event([f"{event.schema}.{event.table}" for event in events], pa.string()),
+        "op": pc.if_else(is_tombstone, pa.scalar("tombstone"), ops),
+        "commit_lsn": per_event([event.position.commit_lsn for event in events], pa.int64()),
+        "lsn": per_event([event.position.lsn for event in events], pa.int64()),
+        "serial": pc.add(per_event([event.position.serial for event in events], pa.int32()),
+                         is_tombstone.cast(pa.int32())),
+        "source_ts_ms": per_event([event.source_ts_ms for event in events], pa.int64())})
+
+
+def sized_batches(rows: int, columns: Mapping[str, Any]) -> Iterator[pa.RecordBatch]:
+    """Event rows from whole columns (an array, or one value for every row; headers are empty and binary values
+    null), handed over in batches of at most ``ARROW_BATCH_BYTES`` of values, at least one row each."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     schema = event_arrow_schema()
-    sizes = np.cumsum(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False), dtype=np.int64))
+    values = columns["value"]
+    sizes = np.cumsum(np.asarray(pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False),
+                                 dtype=np.int64))
     start = 0
-    while start < len(values):
+    while start < rows:
         taken = int(np.searchsorted(sizes, (sizes[start - 1] if start else 0) + ARROW_BATCH_BYTES, side="right"))
-        end = max(taken, start + 1)
-        count = end - start
-
-        def constant(value: object, field: str, rows: int = count) -> pa.Array:
-            return pa.repeat(pa.scalar(value, schema.field(field).type), rows)
-
-        headers = pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, dtype=np.int32)),
-                                           pa.array([], type=schema.field("headers").type.value_type))
-        yield pa.RecordBatch.from_arrays([
-            constant(topic, "topic"),
-            constant(None, "key") if keys is None else keys.slice(start, count).cast(pa.string()),
-            values.slice(start, count).cast(pa.string()),
-            headers.cast(schema.field("headers").type),
-            constant(table, "table"), constant("r", "op"), constant(position.commit_lsn, "commit_lsn"),
-            constant(position.lsn, "lsn"), constant(position.serial, "serial"), constant(ts_ms, "source_ts_ms"),
-            constant(None, "value_binary")], schema=schema)
-        start = end
+        count = max(taken, start + 1) - start
+        arrays = []
+        for field in schema:
+            given = columns.get(field.name)
+            if field.name == "headers":
+                offsets = pa.array(np.zeros(count + 1, dtype=np.int32))
+                arrays.append(pa.ListArray.from_arrays(offsets, pa.array([], type=field.type.value_type))
+                              .cast(field.type))
+            elif isinstance(given, (pa.Array, pa.ChunkedArray)):
+                arrays.append(given.slice(start, count).cast(field.type))
+            else:
+                arrays.append(pa.repeat(pa.scalar(given, field.type), count))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        start += count
 
 
 def now_ms() -> int:

@@ -1,4 +1,5 @@
-"""PostgreSQL snapshot reads formatted a column at a time, over Arrow arrays (docs/decisions/0022).
+"""PostgreSQL snapshot reads and streamed changes formatted a column at a time, over Arrow arrays
+(docs/decisions/0022).
 
 ``TableFormat.key_json`` / ``value_json`` are the reference: one row at a time in Python. ``ColumnarReads`` gives
 the same bytes for a whole block of a table's rows, as PostgreSQL's text output (decision 0004) arranged in
@@ -12,7 +13,9 @@ columns:
 - the messages are joined column by column: the schema text, the after image, the source block (which differs
   between rows only in ``snapshot``) and the rest are constants of the block.
 
-Only what a snapshot read needs: no before image, no unavailable values, no yboutput wrapping (``supports``).
+``ColumnarChanges`` does the same for a block of a table's streamed changes, with before images, values the
+change did not carry (unchanged TOASTed ones) and the source block's per-change fields. Neither writes
+transaction blocks or yboutput's wrapped values (``supports``): those stay with the reference.
 Pure: pyarrow and NumPy, no Spark, no database.
 """
 
@@ -22,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cdckit.errors import UnsupportedValueError
-from cdckit.events import ChangeEvent, Position
+from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, dumps
 from cdckit.formats.debezium.postgres_types import ColumnType
 
@@ -51,9 +54,10 @@ def supports(table_format: TableFormat) -> bool:
 class _Converter:
     """One field's values, text in, JSON text out, as the reference writes them inside the message."""
 
-    def __init__(self, field: Any, column: ColumnType | None, key: bool) -> None:
+    def __init__(self, field: Any, column: ColumnType | None, key: bool, read: bool = True) -> None:
         self.field = field
         self.key = key
+        self.convert = field.read_value if read else field.mapped.convert_value
         self.kind = _kind(field, column)
         self.precision = 6 if column is None or column.modifier < 0 else column.modifier
         self.scale = int(field.mapped.schema.get("parameters", {}).get("scale", "0"))
@@ -61,11 +65,17 @@ class _Converter:
     def reference(self, text: str | None) -> str:
         """The reference's JSON for one value (``TableFormat.key_payload`` / ``row_payload`` with ``read``)."""
         field = self.field
-        converted = field.fallback if text is None else field.read_value(text)
+        converted = field.fallback if text is None else self.convert(text)
         if self.key:
             return dumps(converted)
         result = converted if field.mapping.mapper is None else field.mapping.mapper(converted)
         return dumps(field.default if result is None else result)
+
+    def unavailable(self) -> str:
+        """The JSON of a value the change did not carry (an unchanged TOASTed one): the placeholder, or else the
+        field's default."""
+        field = self.field
+        return dumps(field.default if field.placeholder is None else field.placeholder)
 
     def json(self, texts: pa.Array) -> pa.Array:
         import pyarrow.compute as pc
@@ -229,9 +239,10 @@ def _base64_twos_complement(values: np.ndarray) -> pa.Array:
     return combined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
 
-class ColumnarReads:
-    """A table's snapshot reads, a block of rows at a time: the same key and value texts as the reference's
-    ``key_json(row, read=True)`` and ``value_json(event, ts_ms)`` for each row's read event."""
+class _TableConverters:
+    """A table's key and value converters and the texts its messages are wrapped in."""
+
+    read = True  # a snapshot's values (Debezium reads them through JDBC), or the stream's
 
     def __init__(self, table_format: TableFormat, topic_prefix: str) -> None:
         self.format = table_format
@@ -242,9 +253,14 @@ class ColumnarReads:
             column = columns.get(field.name)
             return column if isinstance(column, ColumnType) else None
 
-        self.keys = [_Converter(f, column_of(f), key=True) for f in table_format.key_fields]
-        self.values = [_Converter(f, column_of(f), key=False) for f in table_format.value_fields]
+        self.keys = [_Converter(f, column_of(f), key=True, read=self.read) for f in table_format.key_fields]
+        self.values = [_Converter(f, column_of(f), key=False, read=self.read) for f in table_format.value_fields]
         (self.key_prefix, self.key_suffix), (self.value_prefix, self.value_suffix) = table_format.wrappers()
+
+
+class ColumnarReads(_TableConverters):
+    """A table's snapshot reads, a block of rows at a time: the same key and value texts as the reference's
+    ``key_json(row, read=True)`` and ``value_json(event, ts_ms)`` for each row's read event."""
 
     def texts(self, columns: Mapping[str, pa.Array], markers: pa.Array, event: Callable[[str], ChangeEvent],
               ts_ms: int) -> tuple[pa.Array | None, pa.Array]:
@@ -256,8 +272,8 @@ class ColumnarReads:
         table = self.format.table
         rows = len(markers)
         try:
-            after = self._struct(self.values, columns, rows)
-            key = self._struct(self.keys, columns, rows) if self.keys else None
+            after = _struct(self.values, columns, rows)
+            key = _struct(self.keys, columns, rows) if self.keys else None
         except UnsupportedValueError as error:
             raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
         encoded = markers.dictionary_encode()
@@ -273,19 +289,26 @@ class ColumnarReads:
         format_ = self.format
         return dumps(format_.source.payload(event, self.topic_prefix, format_.database))
 
-    @staticmethod
-    def _struct(converters: Sequence[_Converter], columns: Mapping[str, pa.Array], rows: int) -> pa.Array:
-        """The JSON object of each of ``rows`` rows: ``{"name":value,...}``."""
-        import pyarrow as pa
 
-        if not converters:
-            return pa.repeat(pa.scalar("{}", pa.large_string()), rows)
-        parts: list[Any] = ["{"]
-        for index, converter in enumerate(converters):
-            parts.append(("," if index else "") + dumps(converter.field.json_name) + ":")
-            parts.append(converter.json(columns[converter.field.name]))
-        parts.append("}")
-        return _join(*_fold_literals(parts))
+def _struct(converters: Sequence[_Converter], columns: Mapping[str, pa.Array], rows: int,
+            unavailable: Mapping[str, pa.Array] | None = None) -> pa.Array:
+    """The JSON object of each of ``rows`` rows: ``{"name":value,...}``; ``unavailable``: where a column's value
+    is one the change did not carry (a mask per column)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not converters:
+        return pa.repeat(pa.scalar("{}", pa.large_string()), rows)
+    parts: list[Any] = ["{"]
+    for index, converter in enumerate(converters):
+        name = converter.field.name
+        parts.append(("," if index else "") + dumps(converter.field.json_name) + ":")
+        texts = converter.json(columns[name])
+        if unavailable and name in unavailable:
+            texts = pc.if_else(unavailable[name], pa.scalar(converter.unavailable(), pa.large_string()), texts)
+        parts.append(texts)
+    parts.append("}")
+    return _join(*_fold_literals(parts))
 
 
 def _fold_literals(parts: list[Any]) -> list[Any]:
@@ -303,3 +326,98 @@ def read_event(schema: str, table: str, lsn: int, ts_ms: int, tx_id: int, marker
     """A snapshot's read event without its row: what the source block of its record is made of."""
     return ChangeEvent(schema, table, "r", None, None, Position(lsn, lsn, 0), ts_ms, tx_id, snapshot=marker,
                        sequence=(None, lsn))
+
+
+class CannotFormat(Exception):
+    """A block ``ColumnarChanges`` leaves to the reference (a key value the change did not carry)."""
+
+
+# The source block's fields that differ from one streamed change to the next.
+_VARYING_SOURCE = ("ts_ms", "sequence", "txId", "lsn")
+
+
+class ColumnarChanges(_TableConverters):
+    """A table's streamed changes (``c``, ``u``, ``d``), a block of events at a time: the same key and value texts
+    as the reference's ``key_json`` and ``value_json`` for each event, without transaction metadata."""
+
+    read = False
+
+    def texts(self, events: Sequence[ChangeEvent], ts_ms: int) -> tuple[pa.Array | None, pa.Array]:
+        """Keys (None: the table has no key) and values of ``events``, all of this table, none a read; raises
+        ``CannotFormat`` for a block the reference must format."""
+        import pyarrow as pa
+
+        table = self.format.table
+        if any(event.sequence[1] is None or event.snapshot != "false" for event in events):
+            raise CannotFormat("a change without its own position, or marked as a snapshot's")
+        try:
+            before = self._images(self.values, [event.before for event in events])
+            after = self._images(self.values, [event.after for event in events])
+            key = None
+            if self.keys:
+                key_rows = [(event.after if event.op in ("c", "u") else event.before) or {} for event in events]
+                if any(row.get(c.field.name) is UNAVAILABLE for row in key_rows for c in self.keys):
+                    raise CannotFormat("a key value the change did not carry")
+                key = _join(self.key_prefix, self._images(self.keys, key_rows), self.key_suffix)
+        except UnsupportedValueError as error:
+            raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
+        ops = pa.array([event.op for event in events], type=pa.string())
+        value = _join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
+                      self._sources(events), ',"op":"', ops, f'","ts_ms":{ts_ms},"transaction":null}}'
+                      + self.value_suffix)
+        return key, value
+
+    @staticmethod
+    def _images(converters: Sequence[_Converter], images: Sequence[Mapping[str, object] | None]) -> pa.Array:
+        """Each image as its JSON object, ``null`` for none."""
+        import numpy as np
+        import pyarrow as pa
+
+        null = pa.scalar("null", pa.large_string())
+        present = [index for index, image in enumerate(images) if image is not None]
+        if not present:
+            return pa.repeat(null, len(images))
+        rows = [images[index] for index in present]
+        columns: dict[str, pa.Array] = {}
+        unavailable: dict[str, pa.Array] = {}
+        for converter in converters:
+            name = converter.field.name
+            values = [row.get(name) for row in rows]  # type: ignore[union-attr]
+            if UNAVAILABLE in values:
+                unavailable[name] = pa.array([value is UNAVAILABLE for value in values], type=pa.bool_())
+                values = [None if value is UNAVAILABLE else value for value in values]
+            columns[name] = pa.array(values, type=pa.string())
+        texts = _struct(converters, columns, len(rows), unavailable)
+        if len(present) == len(images):
+            return texts
+        mask = np.zeros(len(images), dtype=bool)
+        mask[present] = True
+        return _merge(pa.array(mask), texts, pa.repeat(null, len(images) - len(present)))
+
+    def _sources(self, events: Sequence[ChangeEvent]) -> pa.Array:
+        """Each event's source block: the reference's text for the first event, its varying fields per event."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def numbers(values: list[int | None]) -> pa.Array:
+            return pc.fill_null(pa.array(values, type=pa.int64()).cast(pa.large_string()),
+                                pa.scalar("null", pa.large_string()))
+
+        def quoted(values: list[int | None]) -> pa.Array:  # inside the sequence's JSON text, itself a string
+            texts = pa.array(values, type=pa.int64()).cast(pa.large_string())
+            return pc.fill_null(_join('\\"', texts, '\\"'), pa.scalar("null", pa.large_string()))
+
+        varying = {
+            "ts_ms": numbers([event.source_ts_ms for event in events]),
+            "txId": numbers([event.tx_id for event in events]),
+            "lsn": numbers([event.position.lsn for event in events]),
+            "sequence": _join('"[', quoted([event.sequence[0] for event in events]), ",",
+                              quoted([event.sequence[1] for event in events]), ']"'),
+        }
+        probe = self.format.source.payload(events[0], self.topic_prefix, self.format.database)
+        parts: list[Any] = []
+        for index, (name, value) in enumerate(probe.items()):
+            parts.append(("{" if index == 0 else ",") + dumps(name) + ":")
+            parts.append(varying[name] if name in _VARYING_SOURCE else dumps(value))
+        parts.append("}")
+        return _join(*_fold_literals(parts))
