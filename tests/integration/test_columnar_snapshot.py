@@ -18,6 +18,7 @@ from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.pipeline import prepare_source
+from cdckit.spark import postgres_snapshot
 from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 from cdckit.spark.rows import arrow_batches
 
@@ -54,9 +55,13 @@ def _records(batches: Any) -> list[tuple[Any, ...]]:
             for row in table.to_pylist()]
 
 
-@pytest.mark.parametrize("fetch_size", ["1", "64", "10240"])
+@pytest.mark.parametrize(("fetch_size", "piece"), [("1", None), ("64", None), ("10240", None), ("10240", 100)],
+                         ids=["fetch-1", "fetch-64", "fetch-10240", "fetch-10240-formatted-by-100"])
 def test_columnar_snapshot_records_equal_the_row_by_row_reference(postgres: Any, database: str, workdir: Path,
-                                                                  fetch_size: str) -> None:
+                                                                  fetch_size: str, piece: int | None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    if piece is not None:  # a fetched block larger than what is formatted at once
+        monkeypatch.setattr(postgres_snapshot, "ARROW_BATCH_ROWS", piece)
     execute(postgres.dsn(database), TABLE, FILL)
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.mixed",
                                                          "cdckit.snapshot.chunk.rows": "250",

@@ -33,7 +33,15 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, read_record_batches
+from cdckit.spark.rows import (
+    ARROW_BATCH_ROWS,
+    EVENT_SCHEMA,
+    EventRow,
+    arrow_batches,
+    now_ms,
+    option_bool,
+    read_record_batches,
+)
 
 
 class SchemaChangePartition(InputPartition):
@@ -113,8 +121,11 @@ class PostgresSnapshotReader(DataSourceReader):
         def event(marker: str) -> ChangeEvent:
             return columnar.read_event(table.schema, table.name, lsn, started_ms, partition.tx_id, marker)
 
-        blocks = read_chunk_blocks(options, options["cdckit.snapshot.name"], table, chunk,
-                                   int(options.get("snapshot.fetch.size", "10240")))
+        fetched = read_chunk_blocks(options, options["cdckit.snapshot.name"], table, chunk,
+                                    int(options.get("snapshot.fetch.size", "10240")))
+        # at most ARROW_BATCH_ROWS rows formatted at once, whatever snapshot.fetch.size is
+        blocks = (block[start:start + ARROW_BATCH_ROWS] for block in fetched
+                  for start in range(0, len(block), ARROW_BATCH_ROWS))
         block, first = next(blocks, None), True
         while block is not None:
             following = next(blocks, None)

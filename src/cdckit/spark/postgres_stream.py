@@ -47,7 +47,15 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import RecordBuilder, record_builder, xid_at_lsn
-from cdckit.spark.rows import ARROW_BATCH_ROWS, EVENT_SCHEMA, EventRow, arrow_batches, change_record_batches, now_ms
+from cdckit.spark.rows import (
+    ARROW_BATCH_ROWS,
+    EVENT_SCHEMA,
+    EventRow,
+    arrow_batches,
+    change_record_batches,
+    event_rows,
+    now_ms,
+)
 from cdckit.spark.schema_history import SchemaHistory
 
 T = TypeVar("T")
@@ -280,6 +288,7 @@ class _DecodedRange:
         for index, (_event, table_format) in enumerate(block):
             by_format.setdefault(id(table_format), []).append(index)
         events = [event for event, _format in block]
+        assert isinstance(self.records, RecordBuilder)
         ts_ms = now_ms()
         keys, values, order = [], [], []
         try:
@@ -293,10 +302,11 @@ class _DecodedRange:
                 keys.append(key if key is not None else pa.nulls(len(indexes), pa.large_string()))
                 values.append(value)
                 order.extend(indexes)
-        except columnar.CannotFormat:
-            yield from arrow_batches(row for event in events for row in self.records.rows(event))
+        except columnar.CannotFormat:  # each change by the reference, in the format it was met with
+            tombstones = self.records.tombstones
+            yield from arrow_batches(row for event, table_format in block
+                                     for row in event_rows(event, table_format, tombstones))
             return
-        assert isinstance(self.records, RecordBuilder)
         back = pa.array(np.argsort(np.array(order), kind="stable"))
         yield from change_record_batches(events, [table_format.topic for _event, table_format in block],
                                          pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back),
