@@ -146,22 +146,35 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
     JVM's heap, so a snapshot of any size is held in a partition's worth of memory (a heap-first cache of a
     multi-gigabyte snapshot ran a 1 GB driver out of memory).
 
+    The batch is read from that cache twice: once for its counts and control rows, once for the write (and
+    again only for a batch with a record over the target's size limit).
+
     A batch can hold several events of one key: they are shuffled into one task and written in position order.
     ``one_per_key`` (a snapshot: one read per row) skips that shuffle, since there is no order to keep."""
     cached = df.persist(StorageLevel.DISK_ONLY)
     try:
         is_control = F.col("op").startswith("_")
+        announce = F.col("op") == "qlik-metadata"
+        size = F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(
+            F.octet_length(F.coalesce(F.col("value").cast("binary"), F.col("value_binary"))), F.lit(0))
+        # One pass over the batch for what the driver needs before the write: records and the largest record per
+        # topic, whether a topic has announcements, and the control rows (a few per batch).
+        counted = cached.groupBy("topic").agg(
+            F.count(F.when(~is_control, F.lit(1))).alias("count"),
+            F.max(F.when(~is_control, announce.cast("int"))).alias("announces"),
+            F.max(F.when(~is_control, size)).alias("largest"),
+            F.collect_list(F.when(is_control, F.col("value"))).alias("controls")).collect()
         if controls is not None:
-            controls.extend(row["value"] for row in cached.filter(is_control).select("value").collect())
+            controls.extend(value for row in counted for value in row["controls"])
         records = cached.filter(~is_control).withColumn(
             "_value", F.coalesce(F.col("value").cast("binary"), F.col("value_binary")))
         limit = max_message_bytes(options)
-        if limit:
+        oversize = [row["topic"] for row in counted if limit and (row["largest"] or 0) > limit]
+        if oversize:
             records = _oversize(records, limit, options, output, label)
-        announce = F.col("op") == "qlik-metadata"
-        counted = records.groupBy("topic").agg(F.count(F.lit(1)).alias("count"),
-                                               F.max(announce.cast("int")).alias("announces")).collect()
-        summary = {row["topic"]: int(row["count"]) for row in counted}
+            counted = records.groupBy("topic").agg(F.count(F.lit(1)).alias("count"),
+                                                   F.max(announce.cast("int")).alias("announces")).collect()
+        summary = {row["topic"]: int(row["count"]) for row in counted if row["count"]}
         if not summary:
             return {}
         partitions = topics.ensure(sorted(summary))
