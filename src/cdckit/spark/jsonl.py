@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cdckit.formats.arrow_text import join, merge
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -63,22 +65,17 @@ def record_lines(batch: pa.RecordBatch) -> pa.Array:
     text = pa.large_string()
     key = pc.coalesce(batch.column("key").cast(text), pa.scalar("null", text))
     value = pc.coalesce(batch.column("value").cast(text), pa.scalar("null", text))
-    headers: Any = pa.scalar("[]", text)
+    headers: Any = pa.repeat(pa.scalar("[]", text), batch.num_rows)
     rare = pc.or_(pc.is_valid(batch.column("value_binary")),
                   pc.greater(pc.fill_null(pc.list_value_length(batch.column("headers")), 0), 0))
     if pc.any(rare).as_py():
         rows = batch.filter(rare).to_pylist()
-        # the i-th rare row's text sits at i among the rare rows' texts: positions counted by a running sum
-        picks = pc.max_element_wise(pc.subtract(pc.cumulative_sum(pc.cast(rare, pa.int64())), 1), 0)
-        value = pc.if_else(rare, pa.array([value_json(row) for row in rows], type=text).take(picks), value)
-        headers = pc.if_else(rare, pa.array([headers_json(row["headers"]) for row in rows], type=text).take(picks),
-                             headers)
-    def literal(part: str) -> pa.Scalar:
-        return pa.scalar(part, text)
-
-    return pc.binary_join_element_wise(
-        literal('{"topic":'), _topic_json(batch.column("topic")), literal(',"key":'), key, literal(',"value":'), value,
-        literal(',"headers":'), headers, literal("}\n"), literal(""))
+        plain = pc.invert(rare)
+        value = merge(rare, pa.array([value_json(row) for row in rows], type=text), value.filter(plain))
+        headers = merge(rare, pa.array([headers_json(row["headers"]) for row in rows], type=text),
+                        headers.filter(plain))
+    return join('{"topic":', _topic_json(batch.column("topic")), ',"key":', key, ',"value":', value, ',"headers":',
+                headers, "}\n")
 
 
 def lines_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, memoryview, int]]:

@@ -41,6 +41,7 @@ from cdckit.spark.rows import (
     now_ms,
     option_bool,
     read_record_batches,
+    skipped_operations,
 )
 
 
@@ -106,7 +107,7 @@ class PostgresSnapshotReader(DataSourceReader):
         """Whether the chunk's records are Debezium's reads that ``columnar.ColumnarReads`` formats."""
         options = self.options
         return (columnar.supports(table_format) and options.get("cdckit.message.format", "debezium") == "debezium"
-                and "r" not in {op.strip() for op in options.get("skipped.operations", "t").split(",")})
+                and "r" not in skipped_operations(options))
 
     def columnar_batches(self, partition: SnapshotPartition, table_format: TableFormat) -> Iterator[pa.RecordBatch]:
         """The chunk's records, a fetched block of rows at a time, formatted column by column: the same records

@@ -55,6 +55,7 @@ from cdckit.spark.rows import (
     change_record_batches,
     event_rows,
     now_ms,
+    skipped_operations,
 )
 from cdckit.spark.schema_history import SchemaHistory
 
@@ -212,13 +213,12 @@ class _DecodedRange:
             # labels each of its records with the xid and the LSN of the message it stands for.
             lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
             self.history.version, None if yugabyte else xid_at_lsn)
-        skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
-        self.formatted_ops = frozenset({"c", "u", "d"} - skipped)
+        self.formatted_ops = frozenset({"c", "u", "d"} - skipped_operations(options))
         # Debezium envelopes without transaction blocks are formatted a column at a time (columnar.py); the
         # rest, and what those tables' formats do not support, a record at a time.
         self.columnar = (isinstance(self.records, RecordBuilder) and not self.records.with_transactions
                          and not self.settings.wrap_values and self.settings.connector == "postgresql")
-        self._converters: dict[int, tuple[TableFormat, columnar.ColumnarChanges]] = {}
+        self._converters: dict[TableFormat, columnar.ColumnarChanges] = {}  # by the format (its identity)
 
     def items(self) -> Iterator[ChangeEvent | EventRow]:
         """The partition's events in position order, with the schema change records of structures met on the way
@@ -284,21 +284,20 @@ class _DecodedRange:
 
         if not block:
             return
-        by_format: dict[int, list[int]] = {}
+        by_format: dict[TableFormat, list[int]] = {}
         for index, (_event, table_format) in enumerate(block):
-            by_format.setdefault(id(table_format), []).append(index)
+            by_format.setdefault(table_format, []).append(index)
         events = [event for event, _format in block]
         assert isinstance(self.records, RecordBuilder)
         ts_ms = now_ms()
         keys, values, order = [], [], []
         try:
-            for indexes in by_format.values():
-                table_format = block[indexes[0]][1]
-                converters = self._converters.get(id(table_format))
-                if converters is None or converters[0] is not table_format:
-                    converters = (table_format, columnar.ColumnarChanges(table_format, self.settings.topic_prefix))
-                    self._converters[id(table_format)] = converters
-                key, value = converters[1].texts([events[i] for i in indexes], ts_ms)
+            for table_format, indexes in by_format.items():
+                converters = self._converters.get(table_format)
+                if converters is None:
+                    converters = columnar.ColumnarChanges(table_format, self.settings.topic_prefix)
+                    self._converters[table_format] = converters
+                key, value = converters.texts([events[i] for i in indexes], ts_ms)
                 keys.append(key if key is not None else pa.nulls(len(indexes), pa.large_string()))
                 values.append(value)
                 order.extend(indexes)

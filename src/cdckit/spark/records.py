@@ -23,7 +23,7 @@ from cdckit.formats.debezium.envelope import (
 )
 from cdckit.formats.qlik import postgres as qlik_postgres
 from cdckit.formats.qlik import sqlserver as qlik_sqlserver
-from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record
+from cdckit.spark.rows import EventRow, event_rows, now_ms, option_bool, record, skipped_operations
 
 # How a transaction record names its transaction, from the event at hand and the LSN the record sits at.
 TransactionLabel = Callable[[ChangeEvent, int], str]
@@ -82,7 +82,7 @@ class RecordBuilder:
         self.transaction_id = transaction_id
         self.label = transaction_label
         self.tombstones = option_bool(options, "tombstones.on.delete", True)
-        self.skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+        self.skipped = skipped_operations(options)
         self.with_transactions = option_bool(options, "provide.transaction.metadata", False)
         self.transaction_topic = tx.transaction_topic(settings.topic_prefix, options.get("topic.transaction",
                                                                                          "transaction"))
@@ -154,7 +154,7 @@ class QlikRecordBuilder:
         self.format_settings = format_settings(options)
         self.mapping = qlik_sqlserver.MAPPING if self.format_settings.is_sqlserver else qlik_postgres.MAPPING
         self.table_for = table_for
-        self.skipped = {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+        self.skipped = skipped_operations(options)
         self.tables: dict[str, qlik.QlikTable] = {}
         self.pending: ChangeEvent | None = None
         self.counter = 0

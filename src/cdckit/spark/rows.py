@@ -174,6 +174,11 @@ def event_rows(event: ChangeEvent, table_format: TableFormat, tombstones: bool) 
     return rows
 
 
+def skipped_operations(options: Mapping[str, str]) -> set[str]:
+    """The operations ``skipped.operations`` leaves out (Debezium's default: truncates)."""
+    return {op.strip() for op in options.get("skipped.operations", "t").split(",")}
+
+
 def option_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     return default if value is None else value.strip().lower() in ("true", "1", "yes", "on")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdckit.errors import UnsupportedValueError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position
+from cdckit.formats.arrow_text import join, merge
 from cdckit.formats.debezium.envelope import TableFormat, dumps
 from cdckit.formats.debezium.postgres_types import ColumnType
 
@@ -88,7 +89,7 @@ class _Converter:
             return self._fast(texts)
         if not pc.any(plain).as_py():
             return self._by_reference(texts)
-        return _merge(plain, self._fast(texts.filter(plain)), self._by_reference(texts.filter(pc.invert(plain))))
+        return merge(plain, self._fast(texts.filter(plain)), self._by_reference(texts.filter(pc.invert(plain))))
 
     def _by_reference(self, texts: pa.Array) -> pa.Array:
         """Each distinct value converted once by the reference; nulls too."""
@@ -138,7 +139,7 @@ class _Converter:
         if kind == "boolean":
             return pc.if_else(pc.equal(texts, "t"), pa.scalar("true", text), pa.scalar("false", text))
         if kind == "string":
-            return _join('"', texts, '"')
+            return join('"', texts, '"')
         if kind == "date":
             days = pc.strptime(texts, format="%Y-%m-%d", unit="s").cast(pa.date32()).cast(pa.int32())
             return days.cast(text)
@@ -146,14 +147,14 @@ class _Converter:
             clock = pc.utf8_slice_codeunits(texts, 11, 19)
             date = pc.utf8_slice_codeunits(texts, 0, 10)
             if self.precision == 0:
-                return _join('"', date, "T", clock, 'Z"')
+                return join('"', date, "T", clock, 'Z"')
             fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(texts, 20, -3), width=self.precision, padding="0")
-            return _join('"', date, "T", clock, ".", fraction, 'Z"')
+            return join('"', date, "T", clock, ".", fraction, 'Z"')
         if kind == "decimal":
             import numpy as np
 
             unscaled = pc.replace_substring(texts, ".", "").cast(pa.int64()).to_numpy(zero_copy_only=False)
-            return _join('"', _base64_twos_complement(np.asarray(unscaled, dtype=np.int64)), '"')
+            return join('"', _base64_twos_complement(np.asarray(unscaled, dtype=np.int64)), '"')
         raise AssertionError(kind)
 
 
@@ -182,29 +183,6 @@ def _strings(values: Sequence[str]) -> pa.Array:
     import pyarrow as pa
 
     return pa.array(values, type=pa.string())
-
-
-def _join(*parts: Any) -> pa.Array:
-    """Texts joined element-wise; a ``str`` part is the same in every row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    text = pa.large_string()
-    arrays = [pa.scalar(part, text) if isinstance(part, str) else part.cast(text) for part in parts]
-    return pc.binary_join_element_wise(*arrays, pa.scalar("", text))
-
-
-def _merge(mask: pa.Array, where_true: pa.Array, where_false: pa.Array) -> pa.Array:
-    """One array from two: rows where ``mask`` holds take ``where_true``'s values in turn, the others
-    ``where_false``'s."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    trues = pc.cumulative_sum(pc.cast(mask, pa.int64()))
-    falses = pc.cumulative_sum(pc.cast(pc.invert(mask), pa.int64()))
-    picks_true = pc.max_element_wise(pc.subtract(trues, 1), 0)
-    picks_false = pc.max_element_wise(pc.subtract(falses, 1), 0)
-    return pc.if_else(mask, where_true.take(picks_true), where_false.take(picks_false))
 
 
 def _base64_twos_complement(values: np.ndarray) -> pa.Array:
@@ -279,11 +257,11 @@ class ColumnarReads(_TableConverters):
         encoded = markers.dictionary_encode()
         sources = pa.array([self._source(event(marker)) for marker in encoded.dictionary.to_pylist()],
                            type=pa.large_string()).take(encoded.indices)
-        value = _join(self.value_prefix + '{"before":null,"after":', after, ',"source":', sources,
+        value = join(self.value_prefix + '{"before":null,"after":', after, ',"source":', sources,
                       f',"op":"r","ts_ms":{ts_ms},"transaction":null}}' + self.value_suffix)
         if key is None:
             return None, value
-        return _join(self.key_prefix, key, self.key_suffix), value
+        return join(self.key_prefix, key, self.key_suffix), value
 
     def _source(self, event: ChangeEvent) -> str:
         format_ = self.format
@@ -308,7 +286,7 @@ def _struct(converters: Sequence[_Converter], columns: Mapping[str, pa.Array], r
             texts = pc.if_else(unavailable[name], pa.scalar(converter.unavailable(), pa.large_string()), texts)
         parts.append(texts)
     parts.append("}")
-    return _join(*_fold_literals(parts))
+    return join(*_fold_literals(parts))
 
 
 def _fold_literals(parts: list[Any]) -> list[Any]:
@@ -358,11 +336,11 @@ class ColumnarChanges(_TableConverters):
                 key_rows = [(event.after if event.op in ("c", "u") else event.before) or {} for event in events]
                 if any(row.get(c.field.name) is UNAVAILABLE for row in key_rows for c in self.keys):
                     raise CannotFormat("a key value the change did not carry")
-                key = _join(self.key_prefix, self._images(self.keys, key_rows), self.key_suffix)
+                key = join(self.key_prefix, self._images(self.keys, key_rows), self.key_suffix)
         except UnsupportedValueError as error:
             raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
         ops = pa.array([event.op for event in events], type=pa.string())
-        value = _join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
+        value = join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
                       self._sources(events), ',"op":"', ops, f'","ts_ms":{ts_ms},"transaction":null}}'
                       + self.value_suffix)
         return key, value
@@ -392,7 +370,7 @@ class ColumnarChanges(_TableConverters):
             return texts
         mask = np.zeros(len(images), dtype=bool)
         mask[present] = True
-        return _merge(pa.array(mask), texts, pa.repeat(null, len(images) - len(present)))
+        return merge(pa.array(mask), texts, pa.repeat(null, len(images) - len(present)))
 
     def _sources(self, events: Sequence[ChangeEvent]) -> pa.Array:
         """Each event's source block: the reference's text for the first event, its varying fields per event."""
@@ -405,13 +383,13 @@ class ColumnarChanges(_TableConverters):
 
         def quoted(values: list[int | None]) -> pa.Array:  # inside the sequence's JSON text, itself a string
             texts = pa.array(values, type=pa.int64()).cast(pa.large_string())
-            return pc.fill_null(_join('\\"', texts, '\\"'), pa.scalar("null", pa.large_string()))
+            return pc.fill_null(join('\\"', texts, '\\"'), pa.scalar("null", pa.large_string()))
 
         varying = {
             "ts_ms": numbers([event.source_ts_ms for event in events]),
             "txId": numbers([event.tx_id for event in events]),
             "lsn": numbers([event.position.lsn for event in events]),
-            "sequence": _join('"[', quoted([event.sequence[0] for event in events]), ",",
+            "sequence": join('"[', quoted([event.sequence[0] for event in events]), ",",
                               quoted([event.sequence[1] for event in events]), ']"'),
         }
         probe = self.format.source.payload(events[0], self.topic_prefix, self.format.database)
@@ -420,4 +398,4 @@ class ColumnarChanges(_TableConverters):
             parts.append(("{" if index == 0 else ",") + dumps(name) + ":")
             parts.append(varying[name] if name in _VARYING_SOURCE else dumps(value))
         parts.append("}")
-        return _join(*_fold_literals(parts))
+        return join(*_fold_literals(parts))
