@@ -556,7 +556,12 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         bootstrap = broker.bootstrap_servers
         kafka = {"cdckit.sink": "kafka", "kafka.bootstrap.servers": bootstrap,
                  "topic.creation.default.partitions": "4"}
-        common = {"table_include": "public.orders", "partitions": 4}
+        # Debezium Server's producer gets cdckit's throughput settings (batching, lz4): both sides send alike
+        from cdckit.spark.kafka_sink import KAFKA_COMPRESSION_DEFAULT, THROUGHPUT_DEFAULTS
+
+        producer = {key[len("kafka."):]: value for key, value in {**THROUGHPUT_DEFAULTS,
+                                                                   **KAFKA_COMPRESSION_DEFAULT}.items()}
+        common = {"table_include": "public.orders", "partitions": 4, "producer": producer}
         debezium_snapshot = run_debezium(properties, bootstrap, work / "snapshot", snapshot_mode="initial",
                                          expected_records=rows, topic="dbzsnap.public.orders", topic_prefix="dbzsnap",
                                          slot_name="dbz_snapshot", publication_name="dbz_snapshot", **common)
@@ -567,7 +572,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
 
         stream = {"topic": "dbzstream.public.orders", "topic_prefix": "dbzstream", "slot_name": "dbz_stream",
                   "publication_name": "dbz_stream"}
-        create_slot(properties, bootstrap, work / "stream", **stream, **common)
+        create_slot(properties, bootstrap, work / "stream", **stream, table_include="public.orders", partitions=4)
         stream_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
         run_snapshot(bench.spark, stream_config, data=False)
         bench.update_rows("public.orders", changes)
@@ -581,7 +586,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
     finally:
         broker.stop()
     bench.drop_slots()
-    return {"rows": rows, "changes": changes,
+    return {"rows": rows, "changes": changes, "producer": producer,
             "snapshot": {"debezium": debezium_snapshot, "cdckit": cdckit_snapshot},
             "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream}}
 
@@ -740,9 +745,13 @@ def debezium_section(result: dict[str, Any] | None) -> list[str]:
     if not result:
         return []
     server = result["snapshot"]["debezium"]
+    producer = result.get("producer")
+    producer_note = ("; its producer with cdckit's defaults: " + ", ".join(f"`{key}={value}`" for key, value in
+                                                                         producer.items())) if producer else ""
     lines = ["", "## Debezium's PostgreSQL connector side by side", "",
              f"Debezium Server {server['version']} (Java {server['java']}, pgoutput, its Kafka sink, JSON with "
-             f"schemas, its default settings) and cdckit (Kafka sink) on the same table and broker (4 partitions). "
+             f"schemas, its default settings{producer_note}) and cdckit (Kafka sink) on the same table and broker "
+             f"(4 partitions). "
              f"Times run from the start of Debezium's process, or of cdckit's job in an already running Spark "
              f"session, to the last record acknowledged by Kafka; Debezium's steady rate leaves out its JVM and "
              f"connector start (the time to its first record).", "",

@@ -41,6 +41,7 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.rows import option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import StateStore, join
@@ -120,7 +121,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         rows: WriteSummary = {}
         if data:
             df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point)
-            rows = Sink(spark, options).snapshot(df)
+            rows = Sink(spark, options).snapshot(df, topics=snapshot_topics(options, tables))
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),
@@ -132,6 +133,16 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         "position": [exported.consistent_point, exported.consistent_point, 0]}) for t in tables])
     write_snapshot_state(config, {"status": "completed", **asdict(report)})
     return report
+
+
+def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
+    """The topics a PostgreSQL snapshot's records go to, in Debezium's format: one per table, and ``topic.prefix``
+    itself for the schema change records (``include.schema.changes``)."""
+    settings = format_settings(options)
+    topics = [TableFormat(table, settings).topic for table in tables]
+    if option_bool(options, "include.schema.changes", False):
+        topics.append(settings.topic_prefix)
+    return topics
 
 
 def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, consistent_point: int) -> DataFrame:

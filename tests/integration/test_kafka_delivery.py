@@ -115,6 +115,29 @@ def test_events_reach_kafka_per_key_in_order_with_tombstones(postgres: Any, spar
     assert report.rows["reconciliation_rows"] == len(state)
 
 
+def test_a_snapshot_reports_the_records_each_topic_received(postgres: Any, spark: Any, kafka: Any, database: str,
+                                                             workdir: Path) -> None:
+    """A snapshot's records are written in one pass (its topics are known before reading): the report's count per
+    topic is what each topic holds, an empty table sends nothing, and the schema change records go to
+    topic.prefix."""
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)",
+            "INSERT INTO public.accounts SELECT g, 'seed' || g, g FROM generate_series(1, 1234) g",
+            "CREATE TABLE public.notes (id integer PRIMARY KEY, body text)",
+            "CREATE TABLE public.empty (id integer PRIMARY KEY)",
+            "INSERT INTO public.notes SELECT g, repeat('n', g % 50) FROM generate_series(1, 321) g")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers, **{
+        "topic.prefix": "once", "include.schema.changes": "true", "cdckit.snapshot.chunk.rows": "300"})
+    report = run_snapshot(spark, config)
+    assert report.rows_per_topic == {"once": 3, "once.public.accounts": 1234, "once.public.notes": 321}
+    for topic, count in report.rows_per_topic.items():
+        assert end_offsets(kafka.bootstrap_servers, topic) == count
+    assert sorted(payload(r["key"])["id"] for r in consume(kafka.bootstrap_servers, "once.public.notes")) == \
+        list(range(1, 322))
+    assert "once.public.empty" not in _topics(kafka.bootstrap_servers) or \
+        end_offsets(kafka.bootstrap_servers, "once.public.empty") == 0
+
+
 def test_killed_job_replays_at_least_once_and_consumers_drop_replays(postgres: Any, spark: Any, kafka: Any,
                                                                       database: str, workdir: Path) -> None:
     dsn = postgres.dsn(database)

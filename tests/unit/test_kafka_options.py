@@ -21,6 +21,22 @@ def test_kafka_settings_pass_through_with_idempotent_defaults() -> None:
     assert produced["kafka.enable.idempotence"] == "true" and produced["kafka.acks"] == "all"
 
 
+def test_the_producer_batches_and_compresses_unless_told_otherwise() -> None:
+    kafka = kafka_options(validate({**BASE, "cdckit.sink": "kafka", "kafka.bootstrap.servers": "b:9092"})
+                          .as_properties(True))
+    assert (kafka["kafka.batch.size"], kafka["kafka.linger.ms"], kafka["kafka.compression.type"]) == \
+        ("262144", "20", "lz4")
+    chosen = kafka_options(validate({**BASE, "cdckit.sink": "kafka", "kafka.bootstrap.servers": "b:9092",
+                                     "kafka.compression.type": "none", "kafka.linger.ms": "0",
+                                     "kafka.batch.size": "16384"}).as_properties(True))
+    assert (chosen["kafka.batch.size"], chosen["kafka.linger.ms"], chosen["kafka.compression.type"]) == \
+        ("16384", "0", "none")
+    hubs = kafka_options(validate({**BASE, "cdckit.sink": "eventhubs", "cdckit.eventhubs.namespace": "ns",
+                                   "cdckit.eventhubs.connection.string": "Endpoint=sb://ns/;SharedAccessKey=k"})
+                         .as_properties(True))
+    assert "kafka.compression.type" not in hubs and hubs["kafka.batch.size"] == "262144"
+
+
 def test_kafka_sink_without_bootstrap_servers_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"kafka\.bootstrap\.servers is required"):
         validate({**BASE, "cdckit.sink": "kafka"})

@@ -769,7 +769,8 @@ def run_debezium(dsn_properties: Mapping[str, str], kafka_bootstrap: str, work_d
                  snapshot_mode: str, expected_records: int, topic: str, timeout_s: float = 600.0,
                  slot_name: str = "dbz_bench", publication_name: str = "dbz_bench", topic_prefix: str = "bench",
                  partitions: int = 1, on_streaming: Callable[[], None] | None = None, keep_slot: bool = False,
-                 java_opts: tuple[str, ...] = (), version: str = VERSION) -> dict[str, Any]:
+                 java_opts: tuple[str, ...] = (), version: str = VERSION,
+                 producer: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Run Debezium Server until ``topic`` holds ``expected_records`` more records than when it started.
 
     ``dsn_properties`` are the ``database.*`` connector properties (EmbeddedPostgres.connector_properties).
@@ -784,6 +785,9 @@ def run_debezium(dsn_properties: Mapping[str, str], kafka_bootstrap: str, work_d
     from_changes_s / from_changes_records_per_s (its start to the last record); also first_offset (the topic's
     end offset before the run, where its records start when the topic has one partition), peak_rss_mb (the
     JVM's resident memory, sampled with each poll), version and java.
+
+    ``producer``: settings for its Kafka producer beyond Debezium Server's defaults, in Kafka's names
+    (``batch.size``).
     """
     work_dir = work_dir.resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -791,7 +795,9 @@ def run_debezium(dsn_properties: Mapping[str, str], kafka_bootstrap: str, work_d
     offsets = EndOffsets(kafka_bootstrap, topic)
     properties = server_properties(dsn_properties, kafka_bootstrap, work_dir, table_include=table_include,
                                    snapshot_mode=snapshot_mode_for(version, snapshot_mode), slot_name=slot_name,
-                                   publication_name=publication_name, topic_prefix=topic_prefix)
+                                   publication_name=publication_name, topic_prefix=topic_prefix,
+                                   extra={f"debezium.sink.kafka.producer.{key}": value
+                                          for key, value in (producer or {}).items()})
     server = DebeziumServer(work_dir, properties, java_opts=java_opts, version=version)
     result: dict[str, Any] = {"version": version, "runtime": server.runtime.kind, "java": server.java_version,
                               "snapshot_mode": properties["debezium.source.snapshot.mode"]}

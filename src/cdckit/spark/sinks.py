@@ -226,15 +226,20 @@ class Sink:
         return transformed(df, self.options)
 
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
-                 controls_dir: str | None = None) -> WriteSummary:
-        """Write a snapshot; a cdckit error raised in a Spark task comes back as itself, one line."""
+                 controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
+        """Write a snapshot; a cdckit error raised in a Spark task comes back as itself, one line. ``topics``: the
+        topics of the snapshot's records as the source names them, when known before reading (the Kafka sink then
+        writes in one pass)."""
         from cdckit.errors import from_spark
 
         with from_spark("the snapshot stopped"):
-            return self._snapshot(self._transformed(df), controls, controls_dir)
+            transformed = self._transformed(df)
+            known = topics if transformed is df and self.options.get("cdckit.message.format", "debezium") == \
+                "debezium" else None
+            return self._snapshot(transformed, controls, controls_dir, known)
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
-                  controls_dir: str | None = None) -> WriteSummary:
+                  controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
         if self.kind == "lake":
             found: list[str] = []
             summary = self._lake(df, "snapshot", True, found)
@@ -247,6 +252,9 @@ class Sink:
             return write_snapshot(df, self.kind, self.output, controls, controls_dir)
         from cdckit.spark.kafka_sink import write_kafka
 
+        if controls is None and not controls_dir:
+            return write_kafka(df, self.options, self._topics, self.output, "snapshot", one_per_key=True,
+                               known_topics=topics)
         found = []
         summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found, one_per_key=True)
         if controls_dir:
