@@ -402,12 +402,12 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
     exported = create_slot_exporting_snapshot(options)
     stages: list[dict[str, Any]] = []
 
-    def timed(stage: str, what: str, run: Callable[[], int]) -> None:
+    def timed(stage: str, what: str, run: Callable[[], int], after: str = "") -> None:
         started = time.perf_counter()
         count = run()
         seconds = time.perf_counter() - started
         stages.append({"stage": stage, "what": what, "rows": count, "seconds": seconds,
-                       "rows_per_s": count / seconds})
+                       "rows_per_s": count / seconds, **({"after": after} if after else {})})
 
     try:
         copy = bench.copy_rate("public.orders", 1)
@@ -438,11 +438,20 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
             frame.write.format("noop").mode("overwrite").save()
             return rows
 
+        sink = Sink(bench.spark, options)
+        written = snapshot_frame(bench.spark, config, exported.snapshot_name, exported.consistent_point,
+                                 sink.source_writes_snapshot())
+
         def files_sink() -> int:
-            return sum(Sink(bench.spark, options).snapshot(frame).values())
+            return sum(sink.written_snapshot(written).values())
+
+        def files_sink_from_spark() -> int:
+            return sum(sink.snapshot(frame).values())
 
         timed("spark", f"+ Spark reads the data source ({os.cpu_count()} cores), nothing written", spark_read)
-        timed("sink", "+ the files sink writes the records", files_sink)
+        timed("sink", "+ the files sink writes the records (in the snapshot's tasks, as `make demo` does)", files_sink)
+        timed("sink_from_spark", "+ the files sink writing the records Spark read (the path with transforms)",
+              files_sink_from_spark, after="spark")
     finally:
         exported.release()
     bench.drop_slots()
@@ -782,11 +791,14 @@ def _stage_rows(stages: list[dict[str, Any]], rate: str) -> list[str]:
     """Table rows of a stage-by-stage measurement: each stage's rate, cost per item and the cost it adds."""
     lines = []
     previous = 0.0
+    costs: dict[str, float] = {}
     for stage in stages:
         micros = 1e6 / stage[rate]
+        base = costs.get(stage.get("after", ""), previous)  # a stage beside another adds to what that one adds to
         lines.append(f"| {stage['what']} | {stage[rate]:,.0f} | {micros:.1f} | "
-                     f"{'' if not previous else f'{micros - previous:+.1f}'} |")
-        if not stage["stage"].endswith("_reference"):  # the reference stands beside the stage after it
+                     f"{'' if not base else f'{micros - base:+.1f}'} |")
+        costs[stage["stage"]] = micros
+        if not stage["stage"].endswith("_reference") and "after" not in stage:  # beside the stage after it
             previous = micros
     return lines
 

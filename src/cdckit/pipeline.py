@@ -120,8 +120,10 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     try:
         rows: WriteSummary = {}
         if data:
-            df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point)
-            rows = Sink(spark, options).snapshot(df, topics=snapshot_topics(options, tables))
+            sink = Sink(spark, options)
+            folder = sink.source_writes_snapshot()
+            df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder)
+            rows = sink.written_snapshot(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables))
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),
@@ -145,8 +147,13 @@ def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
     return topics
 
 
-def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, consistent_point: int) -> DataFrame:
+def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, consistent_point: int,
+                   files_output: str | None = None) -> DataFrame:
+    """The snapshot's records; with ``files_output``, the tasks write them there themselves and the frame holds
+    only what they wrote per topic (``Sink.written_snapshot``)."""
     options = config.as_properties(include_secrets=True)
+    if files_output:
+        options["cdckit.snapshot.files.output"] = files_output
     options["cdckit.snapshot.name"] = snapshot_name
     options["cdckit.snapshot.lsn"] = format_lsn(consistent_point)
     # Debezium stamps every snapshot record's source.ts_ms with the time the snapshot started, not the row's read.

@@ -9,8 +9,11 @@ Arrow has no kernel for (a binary value, written base64, or headers) take the re
 from __future__ import annotations
 
 import base64
+import os
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -92,3 +95,60 @@ def lines_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, memoryview, int
         chosen = lines if len(distinct) == 1 else lines.filter(pc.equal(topics, topic))
         offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(chosen) + 1, offset=chosen.offset * 8)
         yield topic, memoryview(chosen.buffers()[2])[int(offsets[0]):int(offsets[-1])], len(chosen)
+
+
+class TopicFiles:
+    """One task's records as files ``<output>/<topic>/<name>.jsonl``: written to a temporary name, synced and
+    renamed by ``commit``, so a file is whole or absent, and a task run again writes the same file again.
+
+    An ``OSError`` becomes a ``SinkWriteError`` that says the batch is written again, whole, on the next run.
+    """
+
+    def __init__(self, output: str, name: str) -> None:
+        self.output = output
+        self.name = name
+        self.handles: dict[str, tuple[IO[bytes], Path, Path]] = {}
+        self.counts: Counter[str] = Counter()
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append a batch of records (``rows.EVENT_SCHEMA``, no control rows), each to its topic's file."""
+        try:
+            for topic, lines, count in lines_by_topic(batch):
+                if topic not in self.handles:
+                    folder = Path(self.output) / topic
+                    folder.mkdir(parents=True, exist_ok=True)
+                    temporary = folder / f".{self.name}.jsonl.tmp"
+                    self.handles[topic] = (temporary.open("wb"), temporary, folder / f"{self.name}.jsonl")
+                self.handles[topic][0].write(lines)
+                self.counts[topic] += count
+        except OSError as exc:
+            self.abort()
+            raise self._error(exc) from None
+
+    def commit(self) -> Counter[str]:
+        """Make every file durable and visible; returns the records written per topic."""
+        try:
+            for handle, temporary, final in self.handles.values():
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
+                os.replace(temporary, final)
+        except OSError as exc:
+            raise self._error(exc) from None
+        finally:
+            self.abort()
+        return self.counts
+
+    def abort(self) -> None:
+        """Close and remove what is not committed."""
+        for handle, temporary, _ in self.handles.values():
+            if not handle.closed:
+                handle.close()
+                temporary.unlink(missing_ok=True)
+
+    def _error(self, exc: OSError) -> Exception:
+        from cdckit.errors import SinkWriteError
+
+        return SinkWriteError(f"writing {self.name} files under {self.output} failed: {exc.strerror or exc}; the "
+                              f"batch was not committed and is written again, whole, on the next run once the sink "
+                              f"can take it")

@@ -4,6 +4,10 @@ Options: the connector properties plus ``cdckit.snapshot.name`` (the exported sn
 ``cdckit.snapshot.lsn`` (the slot's consistent point) and ``cdckit.snapshot.ts_ms`` (when the snapshot started:
 every record's ``source.ts_ms``, as Debezium writes it). Rows stream from the database through the
 executors; nothing is collected on the driver.
+
+With ``cdckit.snapshot.files.output`` (the files sink without transforms), each task writes its records itself,
+as the files sink would (``<output>/<topic>/snapshot-<partition>.jsonl``), and yields only a ``_written`` row per
+topic with the count: the records never cross to the JVM and back (decision 0022).
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
+from cdckit.spark.jsonl import TopicFiles
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import (
     ARROW_BATCH_ROWS,
     EVENT_SCHEMA,
+    WRITTEN,
     EventRow,
     arrow_batches,
     now_ms,
@@ -94,9 +100,19 @@ class PostgresSnapshotReader(DataSourceReader):
         partitions: list[InputPartition] = [SnapshotPartition(by_name[(c.schema, c.table)], c, tx_id) for c in chunks]
         if option_bool(self.options, "include.schema.changes", False):
             partitions = [SchemaChangePartition(t, tx_id) for t in tables] + partitions
+        for index, partition in enumerate(partitions):
+            partition.number = index  # type: ignore[attr-defined]  # Spark's partition id: names the files
         return partitions or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        batches = self.batches(partition)
+        folder = self.options.get("cdckit.snapshot.files.output")
+        if folder and hasattr(partition, "number"):
+            return written(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}"))
+        return batches
+
+    def batches(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's records as Arrow batches (``rows.EVENT_SCHEMA``)."""
         if isinstance(partition, SnapshotPartition):
             table_format = TableFormat(partition.table, format_settings(self.options))
             if self._columnar(table_format):
@@ -166,6 +182,19 @@ class PostgresSnapshotReader(DataSourceReader):
         if previous is not None:
             marker = snapshot_marker(chunk, first_row, last_row=True)
             yield from records.rows(_read_event(partition, previous, lsn, marker, started_ms))
+
+
+def written(batches: Iterator[pa.RecordBatch], files: TopicFiles) -> Iterator[pa.RecordBatch]:
+    """Write the batches' records to ``files``; yields one ``_written`` row per topic, its count in ``value``."""
+    try:
+        for batch in batches:
+            files.write(batch)
+    except BaseException:
+        files.abort()
+        raise
+    counts = files.commit()
+    yield from arrow_batches([(topic, None, str(count), [], None, WRITTEN, 0, 0, 0, 0, None)
+                              for topic, count in counts.items()])
 
 
 def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str,

@@ -27,6 +27,9 @@ EVENT_COLUMNS = ("topic", "key", "value", "headers", "table", "op", "commit_lsn"
 
 EventRow = tuple[object, ...]
 
+# The op of a row a source yields instead of records it wrote itself: ``topic`` and the count in ``value``.
+WRITTEN = "_written"
+
 # Rows handed to Spark per Arrow batch, and the value bytes after which a batch is handed over early (so a few
 # very large values do not hold many megabytes in one batch).
 ARROW_BATCH_ROWS = 10_000

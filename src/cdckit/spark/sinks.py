@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from cdckit.spark.jsonl import lines_by_topic, record_line
+from cdckit.spark.jsonl import TopicFiles, record_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,8 +51,7 @@ def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str
         import pyarrow.compute as pc
 
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
-        handles: dict[str, tuple[IO[bytes], Path, Path]] = {}
-        counts: Counter[str] = Counter()
+        files = TopicFiles(output, f"{label}{suffix}")
         controls: list[str] = []
         try:
             for batch in batches:
@@ -61,31 +59,11 @@ def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str
                 if pc.any(is_control).as_py():
                     controls.extend(batch.filter(is_control).column("value").to_pylist())
                     batch = batch.filter(pc.invert(is_control))
-                for topic, lines, count in lines_by_topic(batch):
-                    if topic not in handles:
-                        folder = Path(output) / topic
-                        folder.mkdir(parents=True, exist_ok=True)
-                        final = folder / f"{label}{suffix}.jsonl"
-                        temporary = folder / f".{label}{suffix}.jsonl.tmp"
-                        handles[topic] = (temporary.open("wb"), temporary, final)
-                    handles[topic][0].write(lines)
-                    counts[topic] += count
-            for handle, temporary, final in handles.values():
-                handle.flush()
-                os.fsync(handle.fileno())
-                handle.close()
-                os.replace(temporary, final)
-        except OSError as exc:
-            from cdckit.errors import SinkWriteError
-
-            raise SinkWriteError(f"writing {label} files under {output} failed: {exc.strerror or exc}; the batch was "
-                                 f"not committed and is written again, whole, on the next run once the sink can "
-                                 f"take it") from None
-        finally:
-            for handle, temporary, _ in handles.values():
-                if not handle.closed:
-                    handle.close()
-                    temporary.unlink(missing_ok=True)
+                files.write(batch)
+        except BaseException:
+            files.abort()
+            raise
+        counts = files.commit()
         _persist_controls(controls_dir, controls)
         yield from counts.items()
         for value in controls:
@@ -237,6 +215,29 @@ class Sink:
             known = topics if transformed is df and self.options.get("cdckit.message.format", "debezium") == \
                 "debezium" else None
             return self._snapshot(transformed, controls, controls_dir, known)
+
+    def source_writes_snapshot(self) -> str | None:
+        """The folder a snapshot source may write its records into itself, as this sink would (the files sink
+        without transforms), or None."""
+        from cdckit.formats.debezium.transforms import chain
+        from cdckit.spark.transforms import transform_settings
+
+        return self.output if self.kind == "files" and not chain(transform_settings(self.options)) else None
+
+    def written_snapshot(self, df: DataFrame) -> WriteSummary:
+        """Run a snapshot whose source writes its own records (``source_writes_snapshot``); returns rows per
+        topic, summed from the source's ``_written`` rows (one per task and topic)."""
+        from pyspark.sql import functions as F
+
+        from cdckit.errors import from_spark
+        from cdckit.spark.rows import WRITTEN
+
+        with from_spark("the snapshot stopped"):
+            reported = df.filter(F.col("op") == WRITTEN).select("topic", "value").collect()
+        summary: Counter[str] = Counter()
+        for row in reported:
+            summary[row["topic"]] += int(row["value"])
+        return dict(sorted(summary.items()))
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
