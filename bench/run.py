@@ -61,7 +61,8 @@ QUICK = {"rows": 200_000, "memory_rows": (50_000, 400_000), "scaling_rows": (25_
          "profile_events": 20_000, "stages_rows": 200_000, "debezium_rows": 100_000, "debezium_changes": 50_000}
 FULL = {"rows": 1_000_000, "memory_rows": (1_000_000, 10_000_000), "scaling_rows": (100_000, 1_000_000, 10_000_000),
         "tables": (1, 20, 200), "tables_total_rows": 1_000_000, "partitions": (1, 2, 4, 8, 16),
-        "stream_changes": 500_000, "latency_rates": (10, 100, 1000), "latency_seconds": 30, "kafka_rows": 1_000_000,
+        "stream_changes": 500_000, "latency_rates": (10, 100, 1000, 5000), "latency_seconds": 30,
+        "kafka_rows": 1_000_000,
         "profile_events": 100_000, "stages_rows": 1_000_000, "debezium_rows": 1_000_000,
         "debezium_changes": 500_000}
 
@@ -671,7 +672,48 @@ def plots(results: dict[str, Any], folder: Path) -> list[str]:
     return made
 
 
-def report(results: dict[str, Any], images: list[str]) -> str:
+def goals_section(results: dict[str, Any]) -> list[str]:
+    """The throughput and latency goals, each against this run's figures: met or not."""
+    snap, stream, dbz = results["snapshot"], results["stream"], results.get("debezium")
+    rows: list[tuple[str, str, bool]] = []
+    rate, copy = snap["cdckit"]["rows_per_s"], snap["copy_1"]["rows_per_s"]
+    rows.append(("snapshot, files sink: at least 150,000 rows/s, within 11x of COPY (1 connection)",
+                 f"{rate:,.0f} rows/s, {copy / rate:.2f}x", rate >= 150_000 and copy / rate <= 11))
+    events, raw = stream["cdckit"]["events_per_s"], stream["raw"]["messages_per_s"]
+    rows.append(("stream backlog, files sink: at least 80,000 events/s, within 8x of raw decoding",
+                 f"{events:,.0f} events/s, {raw / events:.2f}x", events >= 80_000 and raw / events <= 8))
+    if dbz:
+        for key, goal in (("snapshot", 3.0), ("stream", 2.5)):
+            ours, theirs = dbz[key]["cdckit"]["records_per_s"], dbz[key]["debezium"]["records_per_s"]
+            rows.append((f"{key}, Kafka sink: at least {goal}x Debezium Server's records/s (same broker)",
+                         f"{ours / theirs:.2f}x ({ours:,.0f} against {theirs:,.0f}; "
+                         f"{ours / dbz[key]['debezium']['steady_records_per_s']:.2f}x its steady rate)",
+                         ours / theirs >= goal))
+    busiest = [p for p in results["latency"] if p.get("events") and p["trigger"] == "processing-time"]
+    if busiest:
+        top = max(busiest, key=lambda p: p["rate"])
+        rows.append(("latency, processing-time trigger at 5,000 commits/s: p99 at or under 1 s",
+                     f"p99 {top['p99_ms']:,.0f} ms at {top['rate']:,} commits/s",
+                     top["rate"] >= 5000 and top["p99_ms"] <= 1000))
+    lines = ["", "## Goals", "", "| goal | this run | met |", "|---|---|---|"]
+    lines += [f"| {goal} | {figure} | {'yes' if met else 'no'} |" for goal, figure, met in rows]
+    return lines
+
+
+def before_section(before: dict[str, Any] | None) -> list[str]:
+    """The stage tables of an earlier run (``--before``), for the before-and-after comparison."""
+    if not before:
+        return []
+    lines = ["", f"## Before: the run of {before['started']}", "",
+             "The same stages in the earlier run this one is compared with (its own machine and data).", ""]
+    for line in stages_section(before.get("stages")) + stream_stages_section(before.get("stream_stages")):
+        if line.startswith("## Where the time goes") or (not line and not lines[-1]):
+            continue
+        lines.append("#" + line if line.startswith("### ") else line)
+    return lines
+
+
+def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | None = None) -> str:
     snap, stream, kafka, profile = results["snapshot"], results["stream"], results["kafka"], results["profile"]
     m = results["machine"]
     small, big = results["memory"]
@@ -703,6 +745,7 @@ def report(results: dict[str, Any], images: list[str]) -> str:
         f"run: {kafka['files']['rows_per_s']:,.0f} rows/s | "
         f"{kafka['files']['rows_per_s'] / kafka['kafka']['rows_per_s']:.2f}x |",
         *limits_for_debezium(results.get("debezium"), snap, stream),
+        *goals_section(results),
         "", "## Latency, commit to the files sink", "",
         "| trigger | commits/s | events | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|"]
     for point in results["latency"]:
@@ -731,6 +774,7 @@ def report(results: dict[str, Any], images: list[str]) -> str:
     for entry in profile["top_cumulative"][:8]:
         lines.append(f"| `{entry['function']}` | {entry['share']:.0%} |")
     lines += stream_stages_section(results.get("stream_stages"))
+    lines += before_section(before)
     lines += ["", "## Plots", ""] + [f"![{name}](plots/{name})" for name in images]
     return "\n".join(lines) + "\n"
 
@@ -826,12 +870,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the short run (a few minutes)")
     parser.add_argument("--only", default="", help="comma-separated steps to run (after the warm-up), e.g. "
                         "stream,stream_stages: their results are printed as JSON; RESULTS.md is left as it is")
+    parser.add_argument("--before", metavar="JSON", help="an earlier run's results file (bench/results/*.json): "
+                        "RESULTS.md shows its stage tables beside this run's")
     parser.add_argument("--report", metavar="JSON", help="only write bench/RESULTS.md and the plots again from a "
                         "results file of an earlier run (bench/results/*.json)")
     args = parser.parse_args()
+    before = json.loads(Path(args.before).read_text()) if args.before else None
     if args.report:
         results = json.loads(Path(args.report).read_text())
-        (BENCH / "RESULTS.md").write_text(report(results, plots(results, BENCH / "plots")))
+        (BENCH / "RESULTS.md").write_text(report(results, plots(results, BENCH / "plots"), before))
         return
     only = {name for name in args.only.split(",") if name}
     params = QUICK if args.quick else FULL
@@ -881,7 +928,7 @@ def main() -> None:
     results["complete"] = True
     out.write_text(json.dumps(results, indent=1))
     images = plots(results, BENCH / "plots")
-    (BENCH / "RESULTS.md").write_text(report(results, images))
+    (BENCH / "RESULTS.md").write_text(report(results, images, before))
     print((BENCH / "RESULTS.md").read_text())
 
 
