@@ -465,7 +465,7 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     batches as the stream plans them (each batch one range); the Spark stages sum the micro-batches' own times
     (``triggerExecution``: planning, reading, writing, both logs), which leaves out the query's start."""
     from cdckit.dialect.postgres import pgoutput
-    from cdckit.dialect.postgres.changes import peek_rows, pending_changes
+    from cdckit.dialect.postgres.changes import peek_bound, peek_rows, pending_changes
     from cdckit.dialect.postgres.connection import connect
     from cdckit.dialect.postgres.replication import advance_slot, slot_status
     from cdckit.spark.options import to_spark_options
@@ -496,12 +496,15 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     reader = PostgresChangeStreamReader(options)
     planned = decoded = formatted = reference = 0.0
     batches = events = 0
+    ratio: float | None = None  # as the reader bounds its counting peek
     with closing(connect(options)) as conn:
         start = slot_status(conn, slot).confirmed_flush_lsn  # type: ignore[union-attr]
         while True:
             began = time.perf_counter()
             advance_slot(conn, slot, start)
-            pending = pending_changes(conn, options, start, batch, None, reader.parts, reader.min_events_per_part)
+            pending = pending_changes(conn, options, start, batch, None, reader.parts, reader.min_events_per_part,
+                                      peek_bound(batch, ratio))
+            ratio = pending.messages_per_change() or ratio
             planned += time.perf_counter() - began
             if pending.end_lsn is None:
                 break

@@ -14,9 +14,10 @@ import pytest
 from helpers import execute, fetch, make_config, payload, records, replay
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.changes import pending_changes
+from cdckit.dialect.postgres.changes import peek_bound, pending_changes
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.dialect.postgres.replication import advance_slot
 from cdckit.errors import CdcKitError
 from cdckit.pipeline import run_snapshot, run_stream
 
@@ -158,3 +159,46 @@ def test_pending_changes_cut_at_transaction_ends_into_parts_of_about_equal_chang
         assert pending_changes(conn, options, start, 8, None, parts=1).splits == ()
         big = pending_changes(conn, options, commits[7], 8, None, parts=4, min_events_per_part=1)
         assert (big.end_lsn, big.events, big.splits) == (commits[8], 40, ())  # one transaction is never cut
+
+
+def test_the_counting_peek_is_bounded_by_the_workloads_own_messages_per_change(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    """latestOffset's peek decodes 3 messages a change until it has seen the workload: with 500-row transactions
+    the next bound is some 1.2 a change, so the server decodes less than half as much for the same batch; a
+    transaction larger than the bound still comes whole; one-row transactions keep 3 a change."""
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, "bound", 1)
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *(f"INSERT INTO public.moves SELECT g, g FROM generate_series({start}, {start + 499}) g"
+                   for start in range(1, 3001, 500)),  # 6 transactions of 500 rows
+            "INSERT INTO public.moves SELECT g, g FROM generate_series(10001, 14000) g",  # one of 4,000
+            *(f"INSERT INTO public.moves VALUES ({i}, {i})" for i in range(20001, 20031)))  # 30 of one row
+    options = config.as_properties(include_secrets=True)
+    slot = options["slot.name"]
+    with closing(connect(options)) as conn:
+        start = parse_lsn(fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                     f"WHERE slot_name = '{slot}'")[0][0])
+        first = pending_changes(conn, options, start, 1200, None)
+        assert first.events == 1000  # two whole transactions of 500
+        ratio = first.messages_per_change()
+        assert ratio is not None and 1.0 < ratio < 1.01
+        bounded = pending_changes(conn, options, start, 1200, None, bound=peek_bound(1200, ratio))
+        assert (bounded.end_lsn, bounded.events) == (first.end_lsn, first.events)
+        assert bounded.messages < first.messages / 2  # the server decoded less than half as much
+        # after the six 500-row transactions comes one of 4,000: larger than the batch and the bound, it is whole
+        after = pending_changes(conn, options, start, 3000, None, bound=peek_bound(3000, ratio))
+        assert after.events == 3000
+        # the slot still stands at the start (not advanced, as the reader does): the peek grows its bound to
+        # reach past what it has to skip, rather than report nothing pending
+        big = pending_changes(conn, options, after.end_lsn, 100, None, bound=peek_bound(100, ratio))
+        assert big.events == 4000 and big.messages >= 3000 + 4000
+        assert big.end_lsn is not None
+        advance_slot(conn, slot, big.end_lsn)
+        ones = pending_changes(conn, options, big.end_lsn, 10, None, bound=peek_bound(10, ratio))
+        assert ones.events >= 1  # a bound from large transactions admits fewer one-row ones, never none
+        one_ratio = ones.messages_per_change()
+        assert one_ratio is not None and one_ratio == pytest.approx(3.0, rel=0.05)
+        assert peek_bound(10, one_ratio) == peek_bound(10, None)
+        full = pending_changes(conn, options, big.end_lsn, 10, None, bound=peek_bound(10, one_ratio))
+        assert full.events == 10

@@ -34,6 +34,7 @@ from cdckit.dialect.postgres.changes import (
     ChangeDecoder,
     current_flush_lsn,
     emit_heartbeat,
+    peek_bound,
     peek_rows,
     pending_changes,
 )
@@ -112,6 +113,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
         self.parts = max(1, int(options.get("cdckit.stream.partitions", "0") or "0"))
         self.min_events_per_part = int(options.get("cdckit.stream.partition.min.events", "5000"))
+        # messages per change the last counting peek saw: it bounds the next one (changes.peek_bound)
+        self._messages_per_change: float | None = None
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
@@ -154,7 +157,9 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         advance_slot(conn, self.slot_name, start_lsn, self.publication)
         max_events = read_limit_rows(limit, self.max_batch_size)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
-                                  self.parts, self.min_events_per_part)
+                                  self.parts, self.min_events_per_part,
+                                  peek_bound(max_events, self._messages_per_change))
+        self._messages_per_change = pending.messages_per_change() or self._messages_per_change
         if pending.end_lsn is not None:
             self._last_progress = time.monotonic()
             end: dict[str, Any] = {"lsn": format_lsn(pending.end_lsn)}

@@ -51,6 +51,22 @@ class PendingChanges:
     transactions: int  # transactions pending up to the bound (admitted or not)
     events: int  # row changes in the admitted transactions
     splits: tuple[int, ...] = ()  # commit ends inside the batch that cut it into parts of about equal changes
+    messages: int = 0  # messages the counting peek decoded (transactions are whole: it may pass its bound)
+    changes: int = 0  # row changes among them
+
+    def messages_per_change(self) -> float | None:
+        """How many messages the peek decoded per row change (1 and a little for large transactions, 3 for
+        one-row ones), or None when it saw no change."""
+        return self.messages / self.changes if self.changes else None
+
+
+def peek_bound(max_events: int, messages_per_change: float | None) -> int:
+    """The number of messages the counting peek decodes at most (``upto_nchanges``) to find a batch of
+    ``max_events`` changes: 3 messages a change (one-row transactions: Begin, change, Commit) until a peek has
+    shown the workload's own ratio, then that ratio with a fifth to spare. PostgreSQL stops only at a
+    transaction's end, so a transaction larger than the bound still comes whole."""
+    ratio = 3.0 if messages_per_change is None else min(3.0, max(1.0, messages_per_change) * 1.2)
+    return int(max_events * ratio) + 1000
 
 
 # Positions are numbers here (lsn - '0/0'): pg_lsn has max() and min() only from PostgreSQL 13 on.
@@ -78,39 +94,51 @@ SELECT c.end_lsn::text, c.transactions, c.events,
                  SELECT DISTINCT (SELECT max(p.lsn) FROM pending p
                                   WHERE p.lsn < c.end_lsn AND p.events * parts.n <= k * c.events) AS cut
                  FROM generate_series(1, parts.n - 1) AS k) AS cuts
-             WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ',')
+             WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ','),
+       (SELECT count(*) FROM m), (SELECT max(seen) FROM running)
 FROM chosen c CROSS JOIN LATERAL (
     SELECT greatest(1, least(%(parts)s, c.events / %(min_events)s))::int AS n) AS parts
 """
 
 
 def pending_changes(conn: Connection, options: Mapping[str, str], start: int, max_events: int,
-                    upto: int | None, parts: int = 1, min_events_per_part: int = 1) -> PendingChanges:
+                    upto: int | None, parts: int = 1, min_events_per_part: int = 1,
+                    bound: int | None = None) -> PendingChanges:
     """Find the largest batch of whole transactions after ``start`` holding at most ``max_events`` changes.
 
     A single transaction larger than ``max_events`` is admitted alone (transactions are never split).
     The batch is also cut, at transaction ends, into up to ``parts`` ranges of about equal changes, none of
     them (by design) under ``min_events_per_part``; the cuts come back as ``splits``. Only one row comes back
-    to the caller whatever the backlog; decoding stops shortly after the limit.
+    to the caller whatever the backlog; decoding stops after ``bound`` messages (``peek_bound``; by default 3 a
+    change), at the end of the transaction that reaches it. A peek starts at the slot's position: when the bound
+    runs out before ``start``, the peek runs again with a bound four times larger, until it finds the changes
+    after ``start`` or the slot's end.
     """
-    with conn.cursor() as cur:
-        cur.execute(_PENDING_SQL, {
-            "slot": options.get("slot.name", "debezium"),
-            "upto": format_lsn(upto) if upto is not None else None,
-            "nchanges": 3 * max_events + 1000,
-            "opts": peek_options(options, ServerVersion.of(conn)),
-            "change_kinds": list(_CHANGE_KINDS),
-            "start": start,
-            "limit": max_events,
-            "parts": max(1, parts),
-            "min_events": max(1, min_events_per_part),
-        })
-        row = cur.fetchone()
-    conn.commit()
-    assert row is not None
-    end_text, transactions, events, splits = row
+    nchanges = bound if bound is not None else peek_bound(max_events, None)
+    while True:
+        with conn.cursor() as cur:
+            cur.execute(_PENDING_SQL, {
+                "slot": options.get("slot.name", "debezium"),
+                "upto": format_lsn(upto) if upto is not None else None,
+                "nchanges": nchanges,
+                "opts": peek_options(options, ServerVersion.of(conn)),
+                "change_kinds": list(_CHANGE_KINDS),
+                "start": start,
+                "limit": max_events,
+                "parts": max(1, parts),
+                "min_events": max(1, min_events_per_part),
+            })
+            row = cur.fetchone()
+        conn.commit()
+        assert row is not None
+        end_text, transactions, events, splits, messages, changes = row
+        if end_text or int(messages or 0) < nchanges:
+            break
+        # The bound ran out before ``start`` (the slot lags behind it): nothing found is not nothing pending.
+        nchanges *= 4
     return PendingChanges(int(end_text) if end_text else None, int(transactions), int(events or 0),
-                          tuple(int(cut) for cut in str(splits or "").split(",") if cut))
+                          tuple(int(cut) for cut in str(splits or "").split(",") if cut), int(messages or 0),
+                          int(changes or 0))
 
 
 def current_flush_lsn(conn: Connection) -> int:
