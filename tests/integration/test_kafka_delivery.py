@@ -115,6 +115,39 @@ def test_events_reach_kafka_per_key_in_order_with_tombstones(postgres: Any, spar
     assert report.rows["reconciliation_rows"] == len(state)
 
 
+def test_a_batch_read_by_several_tasks_reaches_kafka_in_order_without_a_shuffle(
+        postgres: Any, spark: Any, kafka: Any, database: str, workdir: Path) -> None:
+    """A stream batch cut into 3 position ranges is written by one task, range after range: each key's events
+    (insert, updates, key change, delete, spread over the ranges) reach its partition in order."""
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)")
+    config = _kafka_config(postgres, database, workdir, kafka.bootstrap_servers, **{
+        "topic.prefix": "parts", "max.batch.size": "100000", "cdckit.stream.partitions": "3",
+        "cdckit.stream.partition.min.events": "1", "snapshot.mode": "no_data"})
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *(f"INSERT INTO public.accounts VALUES ({i}, 'o{i}', {i})" for i in range(1, 61)),
+            *(f"UPDATE public.accounts SET balance = balance + 1 WHERE id = {i}" for i in range(1, 61)),
+            *(f"UPDATE public.accounts SET balance = balance * 2 WHERE id = {i}" for i in range(1, 61, 2)),
+            "UPDATE public.accounts SET id = id + 1000 WHERE id % 7 = 0",
+            "DELETE FROM public.accounts WHERE id % 5 = 0")
+    stream = run_stream(spark, config)
+    assert stream.batches == 1
+    offsets = next(Path(config.str("cdckit.checkpoint.location")).glob("**/offsets/0")).read_text()
+    assert len(json.loads(offsets.splitlines()[-1])["splits"]) == 2  # the batch was cut into 3 ranges
+    records = consume(kafka.bootstrap_servers, "parts.public.accounts")
+    assert len(records) == sum(stream.events_per_topic.values())
+    by_key: dict[Any, list[dict[str, Any]]] = {}
+    for record in records:
+        by_key.setdefault(payload(record["key"])["id"], []).append(record)
+    for key, items in by_key.items():
+        assert len({r["partition"] for r in items}) == 1, f"key {key} spans partitions"
+        positions = [_position(payload(r["value"])) for r in items if r["value"] is not None]
+        assert positions == sorted(positions), f"events of key {key} are out of order"
+    state, replays = _replay_deduplicated(records)
+    assert replays == 0
+    assert state == _source(dsn)
+
+
 def test_a_snapshot_reports_the_records_each_topic_received(postgres: Any, spark: Any, kafka: Any, database: str,
                                                              workdir: Path) -> None:
     """A snapshot's records are written in one pass (its topics are known before reading): the report's count per

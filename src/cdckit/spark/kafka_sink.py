@@ -1,9 +1,10 @@
 """Delivery to Kafka (and Azure Event Hubs' Kafka endpoint) through Spark's own Kafka sink.
 
 Per batch: records are repartitioned by (topic, key) and sorted by position, so every record of a key is
-produced by one task, in order, to the key's partition; the producer is idempotent (``acks=all``). Topics are
-created on first use (``topic.creation.*``) or must exist. Producer settings pass through with the ``kafka.``
-prefix. Delivery is at least once: after a failure the last batch is sent again with the same positions.
+produced by one task, in order, to the key's partition (a batch whose partitions are already consecutive position
+ranges is written by one task, in partition order, with no shuffle); the producer is idempotent (``acks=all``).
+Topics are created on first use (``topic.creation.*``) or must exist. Producer settings pass through with the
+``kafka.`` prefix. Delivery is at least once: after a failure the last batch is sent again with the same positions.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class TopicManager:
 
 def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
                 label: str, controls: list[str] | None = None, *, one_per_key: bool = False,
-                known_topics: Sequence[str] | None = None) -> WriteSummary:
+                known_topics: Sequence[str] | None = None, ordered_partitions: bool = False) -> WriteSummary:
     """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is kept on local disk so
     the source is read once although counts, control rows and the write each pass over it; on disk, not in the
     JVM's heap, so a snapshot of any size is held in a partition's worth of memory (a heap-first cache of a
@@ -159,7 +160,9 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
     again only for a batch with a record over the target's size limit).
 
     A batch can hold several events of one key: they are shuffled into one task and written in position order.
-    ``one_per_key`` (a snapshot: one read per row) skips that shuffle, since there is no order to keep.
+    ``one_per_key`` (a snapshot: one read per row) skips that shuffle, since there is no order to keep. So do
+    ``ordered_partitions`` (the batch's partitions are consecutive position ranges, each in position order, as a
+    PostgreSQL stream's are): one task writes them one after the other, from the cache, already in order.
 
     ``known_topics``: the only topics the records can go to, known before the batch is read (a snapshot's
     tables in Debezium's format, without transforms). When there is also no size limit to check and no control
@@ -203,7 +206,9 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
                                        F.col("topic")) - 1)))
             _save(spread.select("topic", "key", F.col("_value").alias("value"), "headers", "partition"), options)
         data = records.filter(~announce)
-        if not one_per_key:
+        if ordered_partitions and not one_per_key:
+            data = data.coalesce(1)
+        elif not one_per_key:
             data = data.repartition("topic", "key").sortWithinPartitions(*POSITION_ORDER)
         _save(data.select("topic", "key", F.col("_value").alias("value"), "headers"), options)
         return dict(sorted(summary.items()))

@@ -274,7 +274,8 @@ class Sink:
             return write_stream_batch(df, batch_id, self.kind, self.output, controls, ordered_partitions)
         from cdckit.spark.kafka_sink import write_kafka
 
-        return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls)
+        return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls,
+                           ordered_partitions=ordered_partitions)
 
     def _lake(self, df: DataFrame, label: str, per_partition: bool, controls: list[str] | None) -> WriteSummary:
         """Stage the lake files on the executors, then check their schemas and publish them on the driver."""
