@@ -53,6 +53,18 @@ def _position(value: dict[str, Any]) -> tuple[int, int, int]:
     return (0 if snapshot else 1, source["lsn"], {"d": 0, "c": 2}.get(value["op"], 1))
 
 
+def _per_key_in_order(records: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
+    """The records by key, after checking that each key's records are in one partition, in position order."""
+    by_key: dict[Any, list[dict[str, Any]]] = {}
+    for record in records:
+        by_key.setdefault(payload(record["key"])["id"], []).append(record)
+    for key, items in by_key.items():
+        assert len({r["partition"] for r in items}) == 1, f"key {key} spans partitions"
+        positions = [_position(payload(r["value"])) for r in items if r["value"] is not None]
+        assert positions == sorted(positions), f"events of key {key} are out of order"
+    return by_key
+
+
 def _replay_deduplicated(records: list[dict[str, Any]]) -> tuple[dict[Any, dict[str, Any]], int]:
     """Apply records per key in partition order, dropping replays by position; returns (state, replays)."""
     state: dict[Any, dict[str, Any]] = {}
@@ -91,13 +103,7 @@ def test_events_reach_kafka_per_key_in_order_with_tombstones(postgres: Any, spar
     first = records[0]
     assert first["key"]["schema"]["name"] == "it.public.accounts.Key"
     assert first["value"]["schema"]["name"] == "it.public.accounts.Envelope"
-    by_key: dict[Any, list[dict[str, Any]]] = {}
-    for record in records:
-        by_key.setdefault(payload(record["key"])["id"], []).append(record)
-    for key, items in by_key.items():
-        assert len({r["partition"] for r in items}) == 1, f"key {key} spans partitions"
-        positions = [_position(payload(r["value"])) for r in items if r["value"] is not None]
-        assert positions == sorted(positions), f"events of key {key} are out of order"
+    for key, items in _per_key_in_order(records).items():
         for earlier, later in itertools.pairwise(items):
             if earlier["value"] is not None and payload(earlier["value"])["op"] == "d":
                 assert later["value"] is None, f"the delete of key {key} is not followed by its tombstone"
@@ -136,13 +142,7 @@ def test_a_batch_read_by_several_tasks_reaches_kafka_in_order_without_a_shuffle(
     assert len(json.loads(offsets.splitlines()[-1])["splits"]) == 2  # the batch was cut into 3 ranges
     records = consume(kafka.bootstrap_servers, "parts.public.accounts")
     assert len(records) == sum(stream.events_per_topic.values())
-    by_key: dict[Any, list[dict[str, Any]]] = {}
-    for record in records:
-        by_key.setdefault(payload(record["key"])["id"], []).append(record)
-    for key, items in by_key.items():
-        assert len({r["partition"] for r in items}) == 1, f"key {key} spans partitions"
-        positions = [_position(payload(r["value"])) for r in items if r["value"] is not None]
-        assert positions == sorted(positions), f"events of key {key} are out of order"
+    _per_key_in_order(records)
     state, replays = _replay_deduplicated(records)
     assert replays == 0
     assert state == _source(dsn)
