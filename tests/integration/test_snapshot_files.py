@@ -1,6 +1,6 @@
 """A PostgreSQL snapshot into the files sink is written by the snapshot's own tasks (the records never cross to the
-JVM and back): the files are those the files sink writes from the records, byte for byte, and a write that fails
-says where and leaves no partial file."""
+JVM and back): the files are those the files sink writes from the records (the same files, lines and snapshot
+markers), and a write that fails says where and leaves no partial file."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from cdckit.spark.sinks import Sink
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 PROCESSING_TIME = re.compile(r'"ts_ms":\d+')
+MARKER = re.compile(r'"snapshot":"[a-z_]+"')
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -58,7 +59,12 @@ def test_a_snapshot_written_by_its_own_tasks_equals_the_files_sinks_output(postg
     assert len([name for name in direct if name.startswith("it.public.orders/")]) >= 4  # one file per chunk
     assert sorted(direct) == sorted(sunk)
     for name, text in direct.items():
-        assert text == sunk[name], name
+        # A chunk's query has no ORDER BY (as Debezium's snapshot SELECT has none), and PostgreSQL may return
+        # its rows in another order on a second read (a synchronized scan starts where a concurrent one is): the
+        # same lines, and the snapshot markers on the same lines of the file.
+        mine, theirs = text.splitlines(), sunk[name].splitlines()
+        assert [MARKER.findall(line) for line in mine] == [MARKER.findall(line) for line in theirs], name
+        assert sorted(MARKER.sub("", line) for line in mine) == sorted(MARKER.sub("", line) for line in theirs), name
 
 
 def test_transforms_keep_the_snapshot_in_the_files_sink(postgres: Any, spark: Any, database: str,
