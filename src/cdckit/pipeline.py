@@ -37,7 +37,7 @@ from cdckit.dialect.postgres.replication import (
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
-from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.formats.debezium.envelope import TableFormat, format_settings, topic_name
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
@@ -141,7 +141,7 @@ def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
     """The topics a PostgreSQL snapshot's records go to, in Debezium's format: one per table, and ``topic.prefix``
     itself for the schema change records (``include.schema.changes``)."""
     settings = format_settings(options)
-    topics = [TableFormat(table, settings).topic for table in tables]
+    topics = [topic_name(settings, table.schema, table.name) for table in tables]
     if option_bool(options, "include.schema.changes", False):
         topics.append(settings.topic_prefix)
     return topics

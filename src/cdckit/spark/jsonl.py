@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -124,6 +124,16 @@ class TopicFiles:
         except OSError as exc:
             self.abort()
             raise self._error(exc) from None
+
+    def write_all(self, batches: Iterable[pa.RecordBatch]) -> Counter[str]:
+        """Write every batch and commit; on any failure nothing is left behind. Returns records per topic."""
+        try:
+            for batch in batches:
+                self.write(batch)
+        except BaseException:
+            self.abort()
+            raise
+        return self.commit()
 
     def commit(self) -> Counter[str]:
         """Make every file durable and visible; returns the records written per topic."""

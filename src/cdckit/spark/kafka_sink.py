@@ -167,8 +167,9 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
     ``known_topics``: the only topics the records can go to, known before the batch is read (a snapshot's
     tables in Debezium's format, without transforms). When there is also no size limit to check and no control
     row to collect, the batch is written in one pass, with no cache: the topics are created first and the
-    counts are observed during the write."""
-    if known_topics is not None and not max_message_bytes(options) and controls is None and one_per_key:
+    counts are observed during the write (on the DataSource V2 write path only: ``use_v2_write``)."""
+    if known_topics is not None and not max_message_bytes(options) and controls is None and one_per_key and \
+            _writes_v2(df.sparkSession):
         return _write_in_one_pass(df, options, topics, sorted(set(known_topics)))
     cached = df.persist(StorageLevel.DISK_ONLY)
     try:
@@ -227,15 +228,8 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
         *[F.count_if(F.col("topic") == topic).alias(f"_{index}") for index, topic in enumerate(known)])
     frame = records.select("topic", "key", F.coalesce(F.col("value").cast("binary"), F.col("value_binary"))
                            .alias("value"), "headers")
-    # Observed metrics reach the driver from the Kafka sink's DataSource V2 write, not from its V1 write (whose
-    # inner query runs apart from the command), so this write takes the V2 path.
-    conf = frame.sparkSession.conf
-    before = conf.get(_V1_SOURCES) or ""
-    conf.set(_V1_SOURCES, ",".join(name for name in before.split(",") if name.strip().lower() != "kafka"))
-    try:
-        _save(frame, options, mode="append")
-    finally:
-        conf.set(_V1_SOURCES, before)
+    # Observed metrics reach the driver only from the Kafka sink's DataSource V2 write (use_v2_write)
+    _save(frame, options)
     counted = observation.get
     summary = {topic: int(counted[f"_{index}"]) for index, topic in enumerate(known) if counted[f"_{index}"]}
     if sum(summary.values()) != counted["_total"]:
@@ -248,10 +242,30 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
 _V1_SOURCES = "spark.sql.sources.useV1SourceList"
 
 
-def _save(frame: DataFrame, options: Mapping[str, str], mode: str | None = None) -> None:
-    writer = frame.write.format("kafka").options(**kafka_options(options))
+def _v1_sources(spark: SparkSession) -> list[str]:
+    return [name for name in (spark.conf.get(_V1_SOURCES) or "").split(",") if name.strip()]
+
+
+def use_v2_write(spark: SparkSession) -> None:
+    """Take ``kafka`` off the session's V1 source list (once, when cdckit sets the session up), so Spark's Kafka
+    sink writes through DataSource V2. Metrics observed on the written frame (``Observation``) reach the driver
+    from that write, not from the V1 one, whose inner query runs apart from the command (decision 0023). The
+    other sources keep the path they had."""
+    listed = _v1_sources(spark)
+    kept = [name for name in listed if name.strip().lower() != "kafka"]
+    if kept != listed:
+        spark.conf.set(_V1_SOURCES, ",".join(kept))
+
+
+def _writes_v2(spark: SparkSession) -> bool:
+    return all(name.strip().lower() != "kafka" for name in _v1_sources(spark))
+
+
+def _save(frame: DataFrame, options: Mapping[str, str]) -> None:
+    # append: the only mode Kafka's DataSource V2 write takes (it adds records; nothing is replaced)
+    writer = frame.write.format("kafka").mode("append").options(**kafka_options(options))
     try:
-        (writer.mode(mode) if mode else writer).save()
+        writer.save()
     except Exception as exc:
         raise DeliveryError(f"delivering to Kafka at {kafka_options(options)['kafka.bootstrap.servers']} failed "
                             f"({_first_line(exc)}); the batch is delivered again when the job restarts from its "

@@ -52,20 +52,25 @@ from cdckit.spark.rows import (
 
 
 class SchemaChangePartition(InputPartition):
-    """Emits one CREATE schema change record for a table (``include.schema.changes``, a PostgreSQL extension)."""
+    """Emits one CREATE schema change record for a table (``include.schema.changes``, a PostgreSQL extension).
+    ``number``: the partition's place in the plan, which is Spark's partition id and names its files."""
 
-    def __init__(self, table: TableInfo, tx_id: int) -> None:
+    def __init__(self, table: TableInfo, tx_id: int, number: int) -> None:
         super().__init__(("schema", table.schema, table.name))
         self.table = table
         self.tx_id = tx_id
+        self.number = number
 
 
 class SnapshotPartition(InputPartition):
-    def __init__(self, table: TableInfo, chunk: SnapshotChunk, tx_id: int) -> None:
+    """One chunk of a table; ``number`` as for ``SchemaChangePartition``."""
+
+    def __init__(self, table: TableInfo, chunk: SnapshotChunk, tx_id: int, number: int) -> None:
         super().__init__(chunk.index)
         self.table = table
         self.chunk = chunk
         self.tx_id = tx_id
+        self.number = number
 
 
 class PostgresSnapshotDataSource(DataSource):
@@ -97,17 +102,18 @@ class PostgresSnapshotReader(DataSourceReader):
             chunks = plan_chunks(conn, tables, chunk_rows, ctid_ranges=not yugabyte)
             conn.rollback()
         by_name = {(t.schema, t.name): t for t in tables}
-        partitions: list[InputPartition] = [SnapshotPartition(by_name[(c.schema, c.table)], c, tx_id) for c in chunks]
+        partitions: list[InputPartition] = []
         if option_bool(self.options, "include.schema.changes", False):
-            partitions = [SchemaChangePartition(t, tx_id) for t in tables] + partitions
-        for index, partition in enumerate(partitions):
-            partition.number = index  # type: ignore[attr-defined]  # Spark's partition id: names the files
+            partitions = [SchemaChangePartition(t, tx_id, number) for number, t in enumerate(tables)]
+        first = len(partitions)
+        partitions += [SnapshotPartition(by_name[(c.schema, c.table)], c, tx_id, first + index)
+                       for index, c in enumerate(chunks)]
         return partitions or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         batches = self.batches(partition)
         folder = self.options.get("cdckit.snapshot.files.output")
-        if folder and hasattr(partition, "number"):
+        if folder and isinstance(partition, SnapshotPartition | SchemaChangePartition):
             return written(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}"))
         return batches
 
@@ -186,13 +192,7 @@ class PostgresSnapshotReader(DataSourceReader):
 
 def written(batches: Iterator[pa.RecordBatch], files: TopicFiles) -> Iterator[pa.RecordBatch]:
     """Write the batches' records to ``files``; yields one ``_written`` row per topic, its count in ``value``."""
-    try:
-        for batch in batches:
-            files.write(batch)
-    except BaseException:
-        files.abort()
-        raise
-    counts = files.commit()
+    counts = files.write_all(batches)
     yield from arrow_batches([(topic, None, str(count), [], None, WRITTEN, 0, 0, 0, 0, None)
                               for topic, count in counts.items()])
 

@@ -11,6 +11,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from cdckit.spark.compat import check_spark
+from cdckit.spark.kafka_sink import use_v2_write
 from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.spark.postgres_stream import PostgresChangeDataSource
 from cdckit.spark.sqlserver_snapshot import SqlServerSnapshotDataSource
@@ -55,6 +56,7 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) 
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    use_v2_write(spark)
     if "CDCKIT_SPARK_LOG_LEVEL" in os.environ:
         spark.sparkContext.setLogLevel(os.environ["CDCKIT_SPARK_LOG_LEVEL"])
     spark.dataSource.register(PostgresSnapshotDataSource)

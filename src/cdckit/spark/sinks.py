@@ -51,19 +51,17 @@ def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str
         import pyarrow.compute as pc
 
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
-        files = TopicFiles(output, f"{label}{suffix}")
         controls: list[str] = []
-        try:
+
+        def records() -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 is_control = pc.starts_with(batch.column("op"), "_")  # control rows are for the driver
                 if pc.any(is_control).as_py():
                     controls.extend(batch.filter(is_control).column("value").to_pylist())
                     batch = batch.filter(pc.invert(is_control))
-                files.write(batch)
-        except BaseException:
-            files.abort()
-            raise
-        counts = files.commit()
+                yield batch
+
+        counts = TopicFiles(output, f"{label}{suffix}").write_all(records())
         _persist_controls(controls_dir, controls)
         yield from counts.items()
         for value in controls:
@@ -234,10 +232,7 @@ class Sink:
 
         with from_spark("the snapshot stopped"):
             reported = df.filter(F.col("op") == WRITTEN).select("topic", "value").collect()
-        summary: Counter[str] = Counter()
-        for row in reported:
-            summary[row["topic"]] += int(row["value"])
-        return dict(sorted(summary.items()))
+        return _summarize((row["topic"], int(row["value"])) for row in reported)
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
