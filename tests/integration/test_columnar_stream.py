@@ -1,8 +1,8 @@
 """The PostgreSQL change reader's column-at-a-time path against its record-at-a-time reference, on a real slot:
 inserts, updates, deletes (with their tombstones), primary-key updates, unchanged TOASTed values, two tables
-interleaved in one transaction, a column added part-way and a heartbeat give the same records, key and value
-texts byte for byte, in the same order. Only the processing time (the envelope's ``ts_ms``) is taken once a run
-of changes instead of once a change."""
+interleaved in one transaction, a column added part-way, full old images and a heartbeat give the same records,
+key and value texts byte for byte, in the same order. Only the processing time (the envelope's ``ts_ms``) is
+taken once a run of changes instead of once a change. Plain changes are decoded a column at a time."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from helpers import execute, fetch, make_config
 
+from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.pipeline import prepare_source
@@ -36,6 +37,9 @@ CHANGES = [
     "ALTER TABLE public.notes ADD COLUMN rating numeric(4,1)",
     "UPDATE public.notes SET rating = id / 3.0 WHERE id > 40",
     "DELETE FROM public.notes WHERE id = 50",
+    "ALTER TABLE public.notes REPLICA IDENTITY FULL",  # old images in full: 'O' tuples
+    "UPDATE public.notes SET done = true WHERE id BETWEEN 20 AND 22",
+    "DELETE FROM public.notes WHERE id = 23",
 ]
 
 
@@ -49,7 +53,8 @@ def _records(batches: Any) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize("settings", [{}, {"tombstones.on.delete": "false", "value.converter.schemas.enable": "false",
                                            "skipped.operations": "u"}], ids=["default", "no-tombstones-no-updates"])
 def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: Any, database: str, workdir: Path,
-                                                                      settings: dict[str, str]) -> None:
+                                                                      settings: dict[str, str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.accounts (id int PRIMARY KEY, owner text, balance numeric(12,2), blob text, "
                  "opened timestamptz)",
@@ -64,7 +69,19 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
     reader = PostgresChangeStreamReader({**config.as_properties(include_secrets=True), "heartbeat.interval.ms": "1"})
     partition = LsnRange(exported.consistent_point, end)
 
+    decoded_one_by_one = 0
+    decode = pgoutput.decode_message
+
+    def counted(data: bytes) -> Any:
+        nonlocal decoded_one_by_one
+        decoded_one_by_one += 1
+        return decode(data)
+
+    monkeypatch.setattr(pgoutput, "decode_message", counted)
     columnar = _records(reader.read(partition))
+    # plain changes (inserts, updates without an old image, deletes) are decoded a column at a time
+    assert decoded_one_by_one < len(columnar) / 4
+    monkeypatch.undo()
     reference = _records(arrow_batches(reader.rows(partition)))
     assert columnar == reference
     ops = [record[4] for record in columnar]

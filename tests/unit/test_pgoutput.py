@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import struct
 from datetime import datetime, timezone
+from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.pgoutput import (
+    NULL,
+    UNCHANGED,
     Begin,
     Commit,
     Delete,
@@ -21,6 +27,7 @@ from cdckit.dialect.postgres.pgoutput import (
     Truncate,
     Update,
     decode_message,
+    tuple_columns,
 )
 from cdckit.errors import DecodingError
 from cdckit.events import UNAVAILABLE
@@ -284,3 +291,50 @@ def test_parse_lsn_of_text_without_a_slash_part_raises_a_clear_value_error(text:
 def test_parse_lsn_of_malformed_hex_raises_a_clear_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="is not a PostgreSQL LSN"):
         parse_lsn(text)
+
+
+# -- tuples a column at a time ------------------------------------------------------------------------------------
+
+VALUES = st.one_of(st.none(), st.just(UNAVAILABLE), st.text(max_size=12), st.text(max_size=300))
+
+
+def _block(messages: list[bytes]) -> tuple[Any, Any, Any]:
+    """The messages one after the other, and where each one's tuple starts (after 'U', the relation id and 'N')
+    and where it ends."""
+    buffer = np.frombuffer(b"".join(messages) + bytes(8), dtype=np.uint8)
+    ends = np.cumsum([len(message) for message in messages])
+    return buffer, ends - np.array([len(message) for message in messages]) + 6, ends
+
+
+def _columns_as_values(columns: list[Any], rows: int) -> list[list[object]]:
+    decoded = [[None if kind == NULL else UNAVAILABLE if kind == UNCHANGED else value.decode("utf-8")
+                for kind, value in zip(column.kinds, column.values.to_pylist(), strict=True)] for column in columns]
+    return [[column[row] for column in decoded] for row in range(rows)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda width: st.lists(st.lists(VALUES, min_size=width, max_size=width),
+                                                         min_size=1, max_size=40)))
+def test_tuples_decoded_a_column_at_a_time_equal_those_decoded_one_by_one(rows: list[list[object]]) -> None:
+    messages = [b"U" + struct.pack(">I", 16384) + b"N" + tuple_data(*row) for row in rows]
+    buffer, starts, ends = _block(messages)
+    columns = tuple_columns(buffer, starts, ends, len(rows[0]))
+    assert columns is not None
+    one_by_one = [decode_message(message).new for message in messages]  # type: ignore[union-attr]
+    assert _columns_as_values(columns, len(rows)) == one_by_one
+
+
+def test_a_block_of_tuples_of_another_shape_is_left_to_the_one_by_one_decoder() -> None:
+    plain = b"U" + struct.pack(">I", 1) + b"N" + tuple_data("1", "a")
+    wider = b"U" + struct.pack(">I", 1) + b"N" + tuple_data("1", "a", "x")
+    binary = b"U" + struct.pack(">I", 1) + b"N" + struct.pack(">h", 2) + b"b" + struct.pack(">i", 1) + b"\x01n"
+    for odd in (wider, binary, plain + b"trailing"):
+        buffer, starts, ends = _block([plain, odd])
+        assert tuple_columns(buffer, starts, ends, 2) is None
+
+
+def test_a_tuple_value_running_past_its_message_is_a_decoding_error() -> None:
+    cut = (b"U" + struct.pack(">I", 1) + b"N" + tuple_data("1", "abcdef"))[:-3]
+    buffer, starts, ends = _block([cut])
+    with pytest.raises(DecodingError, match="announces 6 bytes but the message ends after 3"):
+        tuple_columns(buffer, starts, ends, 2)

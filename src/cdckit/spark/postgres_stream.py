@@ -31,7 +31,9 @@ from pyspark.sql.types import StructType
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, select_tables, table_from_relation
 from cdckit.dialect.postgres.changes import (
+    PLAIN_TUPLE_AT,
     ChangeDecoder,
+    PlainChanges,
     current_flush_lsn,
     emit_heartbeat,
     peek_bound,
@@ -51,8 +53,10 @@ from cdckit.spark.records import RecordBuilder, record_builder, xid_at_lsn
 from cdckit.spark.rows import (
     ARROW_BATCH_ROWS,
     EVENT_SCHEMA,
+    ChangeColumns,
     EventRow,
     arrow_batches,
+    change_column_batches,
     change_record_batches,
     event_rows,
     now_ms,
@@ -225,9 +229,11 @@ class _DecodedRange:
                          and not self.settings.wrap_values and self.settings.connector == "postgresql")
         self._converters: dict[TableFormat, columnar.ColumnarChanges] = {}  # by the format (its identity)
 
-    def items(self) -> Iterator[ChangeEvent | EventRow]:
+    def items(self, plain_ops: frozenset[str] | None = None) -> Iterator[ChangeEvent | EventRow | PlainChanges]:
         """The partition's events in position order, with the schema change records of structures met on the way
-        (records already)."""
+        (records already). With ``plain_ops``, plain changes of those ops come as runs of their messages
+        (``PlainChanges``, at most ``ARROW_BATCH_ROWS`` a run) instead of events, and transaction ends come not at
+        all."""
         options, partition, history, settings = self.options, self.partition, self.history, self.settings
         conn = connect_retrying(options)
         changes: list[TableInfo] = []
@@ -247,13 +253,27 @@ class _DecodedRange:
                     pass
             return table
 
-        decoder = ChangeDecoder(partition.start, partition.end, table_for, heartbeat_tag=self.heartbeat_tag)
+        decoder = self.decoder = ChangeDecoder(partition.start, partition.end, table_for,
+                                               heartbeat_tag=self.heartbeat_tag)
         try:
             for lsn, data in peek_rows(conn, options, partition.end):
+                # After a Relation message, the next event goes through feed: a new structure's record takes
+                # that event's position.
+                if plain_ops is not None and not changes:
+                    if decoder.take_plain(lsn, data, plain_ops):
+                        if decoder.plain_pending() >= ARROW_BATCH_ROWS:
+                            yield decoder.plain_changes()  # type: ignore[misc]
+                        continue
+                    plain = decoder.plain_changes()
+                    if plain is not None:
+                        yield plain
                 for event in decoder.feed(lsn, data):
                     while changes:  # a Relation message came: a new structure is recorded (and announced)
                         yield from history.observe(changes.pop(0), event.position, options, settings)
                     yield event
+            plain = decoder.plain_changes()
+            if plain is not None:
+                yield plain
         finally:
             conn.close()
 
@@ -261,14 +281,19 @@ class _DecodedRange:
         for item in self.items():
             if isinstance(item, ChangeEvent):
                 yield from self.records.rows(item)
-            else:
+            elif not isinstance(item, PlainChanges):  # none without plain ops
                 yield item
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The partition's records as Arrow batches: runs of data changes formatted a column at a time, anything
         else (heartbeats, schema change records) a record at a time, in position order."""
         block: list[tuple[ChangeEvent, TableFormat]] = []
-        for item in self.items():
+        for item in self.items(self.formatted_ops):
+            if isinstance(item, PlainChanges):
+                yield from self._formatted(block)
+                block = []
+                yield from self._formatted_plain(item)
+                continue
             if isinstance(item, ChangeEvent) and item.op in self.formatted_ops:
                 # the table's format as of this change: a later Relation message may bring another
                 block.append((item, self.tables[(item.schema, item.table)][1]))
@@ -282,6 +307,64 @@ class _DecodedRange:
                 block = []
                 yield from arrow_batches(rows)
         yield from self._formatted(block)
+
+    def _converters_for(self, table_format: TableFormat) -> columnar.ColumnarChanges:
+        converters = self._converters.get(table_format)
+        if converters is None:
+            converters = self._converters[table_format] = columnar.ColumnarChanges(table_format,
+                                                                                   self.settings.topic_prefix)
+        return converters
+
+    def _formatted_plain(self, plain: PlainChanges) -> Iterator[pa.RecordBatch]:
+        """A run of plain changes, their tuples decoded a column at a time, formatted table by table and put back
+        in order. A run the column decoder leaves (another tuple shape, text that is not UTF-8, a key value the
+        change did not carry) goes through the events, as ``feed`` makes them."""
+        import numpy as np
+
+        count = len(plain)
+        lengths = np.fromiter(map(len, plain.messages), dtype=np.int64, count=count)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths + PLAIN_TUPLE_AT
+        buffer = np.frombuffer(b"".join(plain.messages) + bytes(8), dtype=np.uint8)
+        relation_ids = np.fromiter(plain.relation_ids, dtype=np.int64, count=count)
+        transactions = np.fromiter(plain.transactions, dtype=np.int64, count=count)
+        per_transaction = _TransactionColumns(plain)
+        lsns = pa.array(plain.lsns, type=pa.int64())
+        ops = pa.array(plain.ops, type=pa.string())
+        ts_ms = now_ms()
+        assert isinstance(self.records, RecordBuilder)
+        keys, values, order, changes = [], [], [], []
+        for relation_id in dict.fromkeys(plain.relation_ids):
+            rows = np.nonzero(relation_ids == relation_id)[0]
+            _relation, table, names, _emitted = self.decoder.relations[relation_id]
+            assert table is not None
+            table_format = self.tables[(table.schema, table.name)][1]
+            converters = self._converters_for(table_format)
+            taken = pa.array(rows)
+            block = _plain_block(converters, buffer, starts[rows], ends[rows], names, ops.take(taken),
+                                 lsns.take(taken), per_transaction, pa.array(transactions[rows]))
+            if block is None:
+                yield from self._formatted([(event, self.tables[(event.schema, event.table)][1])
+                                            for event in self.decoder.events_of(plain)])
+                return
+            key, value = converters.block_texts(block, ts_ms)
+            keys.append(key if key is not None else pa.nulls(len(rows), pa.large_string()))
+            values.append(value)
+            order.append(rows)
+            changes.append(ChangeColumns(
+                block.ops, pa.repeat(pa.scalar(table_format.topic, pa.string()), len(rows)),
+                pa.repeat(pa.scalar(f"{table.schema}.{table.name}", pa.string()), len(rows)),
+                per_transaction.commit_lsns.take(pa.array(transactions[rows])), block.lsns,
+                pa.repeat(pa.scalar(0, pa.int32()), len(rows)), block.source_ts_ms))
+        back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
+
+        def together(name: str) -> pa.Array:
+            return pa.concat_arrays([getattr(part, name) for part in changes]).take(back)
+
+        yield from change_column_batches(
+            ChangeColumns(*(together(name) for name in ("ops", "topics", "tables", "commit_lsns", "lsns", "serials",
+                                                         "source_ts_ms"))),
+            pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back), self.records.tombstones)
 
     def _formatted(self, block: list[tuple[ChangeEvent, TableFormat]]) -> Iterator[pa.RecordBatch]:
         """A run of data changes, formatted table by table, a column at a time, then put back in order."""
@@ -298,10 +381,7 @@ class _DecodedRange:
         keys, values, order = [], [], []
         try:
             for table_format, indexes in by_format.items():
-                converters = self._converters.get(table_format)
-                if converters is None:
-                    converters = columnar.ColumnarChanges(table_format, self.settings.topic_prefix)
-                    self._converters[table_format] = converters
+                converters = self._converters_for(table_format)
                 key, value = converters.texts([events[i] for i in indexes], ts_ms)
                 keys.append(key if key is not None else pa.nulls(len(indexes), pa.large_string()))
                 values.append(value)
@@ -315,3 +395,62 @@ class _DecodedRange:
         yield from change_record_batches(events, [table_format.topic for _event, table_format in block],
                                          pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back),
                                          self.records.tombstones)
+
+
+class _TransactionColumns:
+    """The per-transaction fields of a run of plain changes, one row per transaction."""
+
+    def __init__(self, plain: PlainChanges) -> None:
+        begins = plain.begins
+        self.source_ts_ms = pa.array([begin.commit_time_us // 1000 for begin, _, _ in begins], type=pa.int64())
+        self.tx_ids = pa.array([begin.xid for begin, _, _ in begins], type=pa.int64())
+        # ordering needs only a value that sorts transactions by commit: the commit record's start (as feed gives)
+        self.commit_lsns = pa.array([begin.final_lsn for begin, _, _ in begins], type=pa.int64())
+        self.last_commits = pa.array([last for _, _, last in begins], type=pa.int64())
+
+
+def _plain_block(converters: columnar.ColumnarChanges, buffer: Any, starts: Any, ends: Any, names: list[str],
+                 ops: pa.Array, lsns: pa.Array, per_transaction: _TransactionColumns,
+                 transactions: pa.Array) -> columnar.ChangeBlock | None:
+    """One table's plain changes as a ``ChangeBlock``, their tuples decoded a column at a time; None when the
+    events must make it (``_formatted_plain``)."""
+    import pyarrow.compute as pc
+
+    decoded = pgoutput.tuple_columns(buffer, starts, ends, len(names))
+    if decoded is None:
+        return None
+    by_name = dict(zip(names, decoded, strict=True))
+    texts: dict[str, pa.Array] = {}
+    unavailable: dict[str, pa.Array] = {}
+    for converter in [*converters.keys, *converters.values]:
+        name = converter.field.name
+        if name in texts:
+            continue
+        column = by_name.get(name)
+        if column is None:
+            return None
+        try:
+            texts[name] = column.values.cast(pa.string())
+        except pa.ArrowInvalid:  # not UTF-8: the events name the column and the change
+            return None
+        missing = column.kinds == pgoutput.UNCHANGED
+        if missing.any():
+            unavailable[name] = pa.array(missing)
+    keys = None
+    if converters.keys:
+        if any(converter.field.name in unavailable for converter in converters.keys):
+            return None
+        keys = {converter.field.name: texts[converter.field.name] for converter in converters.keys}
+    deletes = pc.equal(ops, "d")
+    kept = pc.invert(deletes)
+    before = columnar.Image(deletes if pc.any(kept).as_py() else None, texts, unavailable)
+    after = columnar.Image(kept if pc.any(deletes).as_py() else None, texts, unavailable)
+    source_ts_ms = per_transaction.source_ts_ms.take(transactions)
+    tx_ids = per_transaction.tx_ids.take(transactions)
+    last_commits = per_transaction.last_commits.take(transactions)
+    first_index = transactions[0].as_py()
+    first = ChangeEvent(converters.format.table.schema, converters.format.table.name, ops[0].as_py(), None, None,
+                        Position(per_transaction.commit_lsns[first_index].as_py(), lsns[0].as_py(), 0),
+                        source_ts_ms[0].as_py(), tx_ids[0].as_py(), sequence=(last_commits[0].as_py(),
+                                                                                lsns[0].as_py()))
+    return columnar.ChangeBlock(ops, before, after, keys, source_ts_ms, tx_ids, lsns, last_commits, first)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -91,35 +92,61 @@ def read_record_batches(topic: str, table: str, keys: pa.Array | None, values: p
         "lsn": position.lsn, "serial": position.serial, "source_ts_ms": ts_ms})
 
 
+@dataclass(frozen=True)
+class ChangeColumns:
+    """Streamed changes in columns: what each change's record carries beside its key and value."""
+
+    ops: pa.Array  # c, u, d
+    topics: pa.Array
+    tables: pa.Array  # schema.table
+    commit_lsns: pa.Array
+    lsns: pa.Array
+    serials: pa.Array  # int32
+    source_ts_ms: pa.Array
+
+
 def change_record_batches(events: Sequence[ChangeEvent], topics: Sequence[str], keys: pa.Array, values: pa.Array,
                           tombstones: bool) -> Iterator[pa.RecordBatch]:
     """Streamed changes, their keys and values already formatted, as ``event_rows`` makes records of them: each
     change's record and, after a delete, its tombstone (with ``tombstones``)."""
+    import pyarrow as pa
+
+    columns = ChangeColumns(
+        pa.array([event.op for event in events], type=pa.string()), pa.array(list(topics), type=pa.string()),
+        pa.array([f"{event.schema}.{event.table}" for event in events], type=pa.string()),
+        pa.array([event.position.commit_lsn for event in events], type=pa.int64()),
+        pa.array([event.position.lsn for event in events], type=pa.int64()),
+        pa.array([event.position.serial for event in events], type=pa.int32()),
+        pa.array([event.source_ts_ms for event in events], type=pa.int64()))
+    yield from change_column_batches(columns, keys, values, tombstones)
+
+
+def change_column_batches(changes: ChangeColumns, keys: pa.Array, values: pa.Array,
+                          tombstones: bool) -> Iterator[pa.RecordBatch]:
+    """``change_record_batches`` for changes already in columns."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    deletes = np.array([tombstones and event.op == "d" for event in events], dtype=bool)
-    index = pa.array(np.repeat(np.arange(len(events)), 1 + deletes.astype(np.int64)))
+    count = len(changes.ops)
+    if tombstones:
+        deletes = np.asarray(pc.equal(changes.ops, "d").to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        deletes = np.zeros(count, dtype=bool)
+    index = pa.array(np.repeat(np.arange(count), 1 + deletes.astype(np.int64)))
     tombstone = np.zeros(len(index), dtype=bool)
     tombstone[np.cumsum(1 + deletes.astype(np.int64)) - 1] = deletes
     is_tombstone = pa.array(tombstone)
-
-    def per_event(values: list[Any], kind: pa.DataType) -> pa.Array:
-        return pa.array(values, type=kind).take(index)
-
-    ops = per_event([event.op for event in events], pa.string())
     yield from sized_batches(len(index), {
-        "topic": per_event(list(topics), pa.string()),
+        "topic": changes.topics.take(index),
         "key": keys.take(index),
         "value": pc.if_else(is_tombstone, pa.scalar(None, values.type), values.take(index)),
-        "table": per_event([f"{event.schema}.{event.table}" for event in events], pa.string()),
-        "op": pc.if_else(is_tombstone, pa.scalar("tombstone"), ops),
-        "commit_lsn": per_event([event.position.commit_lsn for event in events], pa.int64()),
-        "lsn": per_event([event.position.lsn for event in events], pa.int64()),
-        "serial": pc.add(per_event([event.position.serial for event in events], pa.int32()),
-                         is_tombstone.cast(pa.int32())),
-        "source_ts_ms": per_event([event.source_ts_ms for event in events], pa.int64())})
+        "table": changes.tables.take(index),
+        "op": pc.if_else(is_tombstone, pa.scalar("tombstone"), changes.ops.take(index)),
+        "commit_lsn": changes.commit_lsns.take(index),
+        "lsn": changes.lsns.take(index),
+        "serial": pc.add(changes.serials.take(index), is_tombstone.cast(pa.int32())),
+        "source_ts_ms": changes.source_ts_ms.take(index)})
 
 
 def sized_batches(rows: int, columns: Mapping[str, Any]) -> Iterator[pa.RecordBatch]:

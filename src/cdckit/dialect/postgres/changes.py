@@ -173,6 +173,30 @@ def _warn_no_heartbeat_records(version: ServerVersion) -> None:
 
 TableLookup = Callable[[pgoutput.Relation], TableInfo | None]
 
+# A plain change's (message kind, the byte after its relation id): its op. Its tuple, the message's last part,
+# starts at byte 6: an insert's or update's new tuple ('N'; an update with an old image, 'K' or 'O', is not plain:
+# it may change the key or fill unchanged values in), a delete's key or old tuple ('K', 'O').
+_PLAIN_SHAPES = {(73, 78): "c", (85, 78): "u", (68, 75): "d", (68, 79): "d"}
+PLAIN_TUPLE_AT = 6
+
+
+@dataclass
+class PlainChanges:
+    """A run of plain changes (``ChangeDecoder.take_plain``) as their messages, for a reader that decodes their
+    tuples a column at a time (``pgoutput.tuple_columns``, each at ``PLAIN_TUPLE_AT``). Per change: its message,
+    LSN, relation, op and transaction (an index into ``begins``: the transaction's Begin, where it sits, and the
+    last commit before it)."""
+
+    messages: list[bytes]
+    lsns: list[int]
+    relation_ids: list[int]
+    ops: list[str]
+    transactions: list[int]
+    begins: list[tuple[pgoutput.Begin, int, int | None]]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
 
 class ChangeDecoder:
     """Turns the pgoutput messages of a peek into change events for the transactions in ``[start, end)``.
@@ -192,6 +216,7 @@ class ChangeDecoder:
         self.begin: pgoutput.Begin | None = None
         self.begin_lsn = 0  # where the current transaction's BEGIN message sits
         self.last_commit_lsn: int | None = start
+        self._plain: PlainChanges | None = None
 
     def feed(self, lsn: int, data: bytes) -> Iterator[ChangeEvent]:
         if not self.in_range and data[:1] not in _NEEDED_OUT_OF_RANGE:
@@ -212,14 +237,69 @@ class ChangeDecoder:
                                   self.begin.commit_time_us // 1000, self.begin.xid)
             self.in_range = False
         elif self.in_range and self.begin is not None:
-            yield from self._changes(lsn, message, self.begin)
+            yield from self._changes(lsn, message, self.begin, self.last_commit_lsn, self.begin_lsn)
 
-    def _changes(self, lsn: int, message: pgoutput.Message, begin: pgoutput.Begin) -> Iterator[ChangeEvent]:
+    # -- plain changes, kept as messages and decoded a column at a time -------------------------------------------
+    def take_plain(self, lsn: int, data: bytes, ops: frozenset[str]) -> bool:
+        """Take a message the caller need not see as events: a transaction's start or end, a change out of the range
+        or of a table not captured, and a plain change in the range (an insert, an update without an old image, a
+        delete) whose op is in ``ops``, which is kept for ``plain_changes``. False for any other message: it goes to
+        ``feed``, after the caller has taken the plain changes so far.
+
+        Used where transaction ends need no event (no transaction metadata): a Commit here yields none."""
+        kind = data[0] if data else 0
+        if kind == 66 or kind == 67:  # 'B', 'C'
+            for _ in self.feed(lsn, data):
+                pass
+            return True
+        if not self.in_range:
+            return data[:1] not in _NEEDED_OUT_OF_RANGE
+        if len(data) < 8 or self.begin is None:
+            return False
+        op = _PLAIN_SHAPES.get((kind, data[5]))
+        if op is None:
+            return False
+        relation_id = int.from_bytes(data[1:5], "big")
+        known = self.relations.get(relation_id)
+        if known is None:
+            return False
+        if known[1] is None or op not in ops:
+            return True  # a table that is not captured, or an operation skipped
+        plain = self._plain
+        if plain is None:
+            plain = self._plain = PlainChanges([], [], [], [], [], [])
+        if not plain.begins or plain.begins[-1][0] is not self.begin:
+            plain.begins.append((self.begin, self.begin_lsn, self.last_commit_lsn))
+        plain.messages.append(data)
+        plain.lsns.append(lsn)
+        plain.relation_ids.append(relation_id)
+        plain.ops.append(op)
+        plain.transactions.append(len(plain.begins) - 1)
+        return True
+
+    def plain_pending(self) -> int:
+        """How many plain changes were taken since the last ``plain_changes``."""
+        return len(self._plain) if self._plain is not None else 0
+
+    def plain_changes(self) -> PlainChanges | None:
+        """The plain changes taken since the last call (None: none), in position order."""
+        plain, self._plain = self._plain, None
+        return plain
+
+    def events_of(self, plain: PlainChanges) -> Iterator[ChangeEvent]:
+        """Plain changes as the events ``feed`` would have made of them (the block's relations must still be the
+        decoder's)."""
+        for index, data in enumerate(plain.messages):
+            begin, begin_lsn, last_commit = plain.begins[plain.transactions[index]]
+            yield from self._changes(plain.lsns[index], pgoutput.decode_message(data), begin, last_commit, begin_lsn)
+
+    def _changes(self, lsn: int, message: pgoutput.Message, begin: pgoutput.Begin, last_commit_lsn: int | None,
+                 begin_lsn: int) -> Iterator[ChangeEvent]:
         commit_end = self._commit_end(begin)
         if isinstance(message, pgoutput.LogicalMessage):
             if message.prefix == HEARTBEAT_MESSAGE_PREFIX and message.content == self.heartbeat_tag:
                 yield ChangeEvent("", "", "hb", None, None, Position(commit_end, lsn), begin.commit_time_us // 1000,
-                                  begin.xid, sequence=(self.last_commit_lsn, lsn))
+                                  begin.xid, sequence=(last_commit_lsn, lsn))
             return
         if not isinstance(message, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
             return
@@ -240,12 +320,12 @@ class ChangeDecoder:
                         found[name] = None  # left out of the event anyway
             return found
 
-        ts_ms, sequence = begin.commit_time_us // 1000, (self.last_commit_lsn, lsn)
+        ts_ms, sequence = begin.commit_time_us // 1000, (last_commit_lsn, lsn)
 
         def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
             assert table is not None
             return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
-                               ts_ms, begin.xid, sequence=sequence, extra={"begin_lsn": self.begin_lsn})
+                               ts_ms, begin.xid, sequence=sequence, extra={"begin_lsn": begin_lsn})
 
         if isinstance(message, pgoutput.Insert):
             yield event("c", None, row(message.new))
@@ -285,8 +365,8 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
         cur = conn.cursor(name="cdckit_peek")
         cur.itersize = fetch_size
         try:
-            cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-                        "VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end),
+            cur.execute("SELECT (lsn - '0/0'::pg_lsn)::int8, data FROM pg_logical_slot_peek_binary_changes(%s, "
+                        "%s::pg_lsn, NULL, VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end),
                                          peek_options(options, ServerVersion.of(conn))))
             first = cur.fetchmany(fetch_size)
             break
@@ -299,8 +379,8 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
     try:
         rows = first
         while rows:
-            for lsn_text, data in rows:
-                yield parse_lsn(str(lsn_text)), _as_bytes(data)
+            for lsn, data in rows:  # the hex text of bytea_output=hex, as the connection keeps values as text
+                yield int(lsn), (bytes.fromhex(data[2:]) if data[:2] == "\\x" else _as_bytes(data))
             rows = cur.fetchmany(fetch_size)
     finally:
         cur.close()

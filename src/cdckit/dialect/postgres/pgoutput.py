@@ -14,9 +14,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cdckit.errors import DecodingError
 from cdckit.events import UNAVAILABLE  # an unchanged TOASTed value pgoutput did not send
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 # Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
 PG_EPOCH_OFFSET_US = 946_684_800_000_000
@@ -308,3 +313,67 @@ _DECODERS: dict[str, Callable[[_Reader], Message]] = {
     "D": _delete,
     "T": _truncate,
 }
+
+
+# -- tuples a column at a time ------------------------------------------------------------------------------------
+
+TEXT, NULL, UNCHANGED = 116, 110, 117  # a tuple column's kind: 't', 'n', 'u' (an unchanged TOASTed value)
+
+
+@dataclass(frozen=True)
+class TupleColumn:
+    """One column of a block of tuples: each row's kind (``TEXT``, ``NULL`` or ``UNCHANGED``) and its text's
+    UTF-8 bytes (a binary array, null where the kind is not ``TEXT``; not yet checked to be UTF-8)."""
+
+    kinds: np.ndarray
+    values: pa.Array
+
+
+def tuple_columns(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[TupleColumn] | None:
+    """Decode a block of tuples (TupleData) a column at a time, with NumPy, instead of a value at a time.
+
+    ``buffer`` holds the messages one after the other (uint8, with at least 8 bytes after the last); the tuple of
+    row ``i`` starts at ``starts[i]`` and is the last part of its message, which ends at ``ends[i]``. Returns
+    ``count`` columns, or None when a tuple has another number of columns or a value in binary form, or does not
+    end where its message does (``tuple_data`` decodes those one by one); raises ``DecodingError`` for a value
+    that runs past its message.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    rows = len(starts)
+    if rows == 0:
+        return [TupleColumn(np.zeros(0, dtype=np.uint8), pa.array([], type=pa.binary())) for _ in range(count)]
+    if ((buffer[starts].astype(np.int64) << 8) | buffer[starts + 1] != count).any():
+        return None
+    position = starts.astype(np.int64) + 2
+    columns = []
+    for _ in range(count):
+        if (position >= ends).any():
+            return None
+        kinds = buffer[position]
+        text = kinds == TEXT
+        if not (text | (kinds == NULL) | (kinds == UNCHANGED)).all():
+            return None
+        lengths = np.zeros(rows, dtype=np.int64)
+        at = position[text]
+        lengths[text] = ((buffer[at + 1].astype(np.int64) << 24) | (buffer[at + 2].astype(np.int64) << 16)
+                         | (buffer[at + 3].astype(np.int64) << 8) | buffer[at + 4])
+        step = np.where(text, 5 + lengths, 1)
+        if (position + step > ends).any():
+            row = int(np.argmax(position + step > ends))
+            raise DecodingError(f"pgoutput tuple value announces {int(lengths[row])} bytes but the message ends "
+                                f"after {int(ends[row] - position[row] - 5)}")
+        offsets = np.zeros(rows + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if offsets[-1] >= 1 << 31:
+            return None  # over a binary array's 2 GiB: value by value
+        data = buffer[np.repeat(position + 5 - offsets[:-1], lengths) + np.arange(offsets[-1])]
+        validity = np.packbits(text, bitorder="little")
+        values = pa.Array.from_buffers(pa.binary(), rows, [pa.py_buffer(validity), pa.py_buffer(
+            offsets.astype(np.int32)), pa.py_buffer(data)], null_count=rows - int(text.sum()))
+        columns.append(TupleColumn(kinds, values))
+        position = position + step
+    if (position != ends).any():
+        return None
+    return columns

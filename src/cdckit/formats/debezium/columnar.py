@@ -22,6 +22,7 @@ Pure: pyarrow and NumPy, no Spark, no database.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cdckit.errors import UnsupportedValueError
@@ -314,85 +315,143 @@ class CannotFormat(Exception):
 _VARYING_SOURCE = ("ts_ms", "sequence", "txId", "lsn")
 
 
+@dataclass(frozen=True)
+class Image:
+    """One side of a block's changes (their before or after images) in columns: which rows have one
+    (``present``, None: every row), each column's text values over all rows (null where the value is null or the
+    row has no image) and, per column, where the value is one the change did not carry (an unchanged TOASTed one)."""
+
+    present: pa.Array | None
+    columns: Mapping[str, pa.Array]
+    unavailable: Mapping[str, pa.Array]
+
+
+@dataclass(frozen=True)
+class ChangeBlock:
+    """A block of one table's streamed changes (``c``, ``u``, ``d``) in columns, as ``ColumnarChanges`` formats
+    them: each row's op, before and after images, key values (None: the table has no key; every key value is one
+    the change carried), and the source block's per-change fields. ``first``: the block's first change, whose
+    source block gives the fields that are the same for every change."""
+
+    ops: pa.Array
+    before: Image
+    after: Image
+    keys: Mapping[str, pa.Array] | None
+    source_ts_ms: pa.Array
+    tx_ids: pa.Array
+    lsns: pa.Array
+    last_commits: pa.Array  # the sequence's first element: the last commit before the change (null: none)
+    first: ChangeEvent
+
+
 class ColumnarChanges(_TableConverters):
-    """A table's streamed changes (``c``, ``u``, ``d``), a block of events at a time: the same key and value texts
-    as the reference's ``key_json`` and ``value_json`` for each event, without transaction metadata."""
+    """A table's streamed changes (``c``, ``u``, ``d``), a block at a time: the same key and value texts as the
+    reference's ``key_json`` and ``value_json`` for each change, without transaction metadata. The block comes
+    as events (``texts``) or already in columns (``block_texts``)."""
 
     read = False
 
     def texts(self, events: Sequence[ChangeEvent], ts_ms: int) -> tuple[pa.Array | None, pa.Array]:
         """Keys (None: the table has no key) and values of ``events``, all of this table, none a read; raises
         ``CannotFormat`` for a block the reference must format."""
+        return self.block_texts(self.block(events), ts_ms)
+
+    def block(self, events: Sequence[ChangeEvent]) -> ChangeBlock:
+        """The events in columns; raises ``CannotFormat`` for events the reference must format."""
         import pyarrow as pa
 
-        table = self.format.table
-        if any(event.sequence[1] is None or event.snapshot != "false" for event in events):
-            raise CannotFormat("a change without its own position, or marked as a snapshot's")
-        try:
-            before = self._images(self.values, [event.before for event in events])
-            after = self._images(self.values, [event.after for event in events])
-            key = None
-            if self.keys:
-                key_rows = [(event.after if event.op in ("c", "u") else event.before) or {} for event in events]
-                if any(row.get(c.field.name) is UNAVAILABLE for row in key_rows for c in self.keys):
-                    raise CannotFormat("a key value the change did not carry")
-                key = join(self.key_prefix, self._images(self.keys, key_rows), self.key_suffix)
-        except UnsupportedValueError as error:
-            raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
-        ops = pa.array([event.op for event in events], type=pa.string())
-        value = join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
-                      self._sources(events), ',"op":"', ops, f'","ts_ms":{ts_ms},"transaction":null}}'
-                      + self.value_suffix)
-        return key, value
+        if any(event.sequence[1] != event.position.lsn or event.snapshot != "false" for event in events):
+            raise CannotFormat("a change whose sequence does not end at its own position, or marked as a "
+                               "snapshot's")
+        keys = None
+        if self.keys:
+            key_rows = [(event.after if event.op in ("c", "u") else event.before) or {} for event in events]
+            if any(row.get(c.field.name) is UNAVAILABLE for row in key_rows for c in self.keys):
+                raise CannotFormat("a key value the change did not carry")
+            keys = {c.field.name: pa.array([row.get(c.field.name) for row in key_rows], type=pa.string())
+                    for c in self.keys}
 
-    @staticmethod
-    def _images(converters: Sequence[_Converter], images: Sequence[Mapping[str, object] | None]) -> pa.Array:
-        """Each image as its JSON object, ``null`` for none."""
-        import numpy as np
+        def numbers(values: list[int | None]) -> pa.Array:
+            return pa.array(values, type=pa.int64())
+
+        return ChangeBlock(
+            pa.array([event.op for event in events], type=pa.string()),
+            self._image([event.before for event in events]), self._image([event.after for event in events]), keys,
+            numbers([event.source_ts_ms for event in events]), numbers([event.tx_id for event in events]),
+            numbers([event.position.lsn for event in events]), numbers([event.sequence[0] for event in events]),
+            events[0])
+
+    def _image(self, images: Sequence[Mapping[str, object] | None]) -> Image:
         import pyarrow as pa
 
-        null = pa.scalar("null", pa.large_string())
-        present = [index for index, image in enumerate(images) if image is not None]
-        if not present:
-            return pa.repeat(null, len(images))
-        rows = [images[index] for index in present]
+        present = None if all(image is not None for image in images) else \
+            pa.array([image is not None for image in images], type=pa.bool_())
+        rows = [image or {} for image in images]
         columns: dict[str, pa.Array] = {}
         unavailable: dict[str, pa.Array] = {}
-        for converter in converters:
+        for converter in self.values:
             name = converter.field.name
-            values = [row.get(name) for row in rows]  # type: ignore[union-attr]
+            values = [row.get(name) for row in rows]
             if UNAVAILABLE in values:
                 unavailable[name] = pa.array([value is UNAVAILABLE for value in values], type=pa.bool_())
                 values = [None if value is UNAVAILABLE else value for value in values]
             columns[name] = pa.array(values, type=pa.string())
-        texts = _struct(converters, columns, len(rows), unavailable)
-        if len(present) == len(images):
-            return texts
-        mask = np.zeros(len(images), dtype=bool)
-        mask[present] = True
-        return merge(pa.array(mask), texts, pa.repeat(null, len(images) - len(present)))
+        return Image(present, columns, unavailable)
 
-    def _sources(self, events: Sequence[ChangeEvent]) -> pa.Array:
-        """Each event's source block: the reference's text for the first event, its varying fields per event."""
+    def block_texts(self, block: ChangeBlock, ts_ms: int) -> tuple[pa.Array | None, pa.Array]:
+        """Keys (None: the table has no key) and values of a block's changes."""
+        table = self.format.table
+        rows = len(block.ops)
+        try:
+            before = self._image_texts(block.before, rows)
+            after = self._image_texts(block.after, rows)
+            key = None
+            if self.keys and block.keys is not None:
+                key = join(self.key_prefix, _struct(self.keys, block.keys, rows), self.key_suffix)
+        except UnsupportedValueError as error:
+            raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
+        value = join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
+                      self._sources(block), ',"op":"', block.ops, f'","ts_ms":{ts_ms},"transaction":null}}'
+                      + self.value_suffix)
+        return key, value
+
+    def _image_texts(self, image: Image, rows: int) -> pa.Array:
+        """Each row's image as its JSON object, ``null`` for none."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        def numbers(values: list[int | None]) -> pa.Array:
-            return pc.fill_null(pa.array(values, type=pa.int64()).cast(pa.large_string()),
+        null = pa.scalar("null", pa.large_string())
+        present = image.present
+        if present is None:
+            return _struct(self.values, image.columns, rows, image.unavailable)
+        count = int(pc.sum(present).as_py() or 0)
+        if count == 0:
+            return pa.repeat(null, rows)
+        texts = _struct(self.values, {name: column.filter(present) for name, column in image.columns.items()},
+                        count, {name: mask.filter(present) for name, mask in image.unavailable.items()})
+        if count == rows:
+            return texts
+        return merge(present, texts, pa.repeat(null, rows - count))
+
+    def _sources(self, block: ChangeBlock) -> pa.Array:
+        """Each change's source block: the reference's text for the first change, its varying fields per change."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def numbers(values: pa.Array) -> pa.Array:
+            return pc.fill_null(values.cast(pa.large_string()), pa.scalar("null", pa.large_string()))
+
+        def quoted(values: pa.Array) -> pa.Array:  # inside the sequence's JSON text, itself a string
+            return pc.fill_null(join('\\"', values.cast(pa.large_string()), '\\"'),
                                 pa.scalar("null", pa.large_string()))
 
-        def quoted(values: list[int | None]) -> pa.Array:  # inside the sequence's JSON text, itself a string
-            texts = pa.array(values, type=pa.int64()).cast(pa.large_string())
-            return pc.fill_null(join('\\"', texts, '\\"'), pa.scalar("null", pa.large_string()))
-
         varying = {
-            "ts_ms": numbers([event.source_ts_ms for event in events]),
-            "txId": numbers([event.tx_id for event in events]),
-            "lsn": numbers([event.position.lsn for event in events]),
-            "sequence": join('"[', quoted([event.sequence[0] for event in events]), ",",
-                              quoted([event.sequence[1] for event in events]), ']"'),
+            "ts_ms": numbers(block.source_ts_ms),
+            "txId": numbers(block.tx_ids),
+            "lsn": numbers(block.lsns),
+            "sequence": join('"[', quoted(block.last_commits), ",", quoted(block.lsns), ']"'),
         }
-        probe = self.format.source.payload(events[0], self.topic_prefix, self.format.database)
+        probe = self.format.source.payload(block.first, self.topic_prefix, self.format.database)
         parts: list[Any] = []
         for index, (name, value) in enumerate(probe.items()):
             parts.append(("{" if index == 0 else ",") + dumps(name) + ":")
