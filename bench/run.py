@@ -46,6 +46,7 @@ from cdckit.config.properties import POSTGRES_CONNECTOR
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.pipeline import run_snapshot, run_stream, stream_options
+from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.session import get_spark
 
 BENCH = Path(__file__).resolve().parent
@@ -441,10 +442,10 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
 
         sink = Sink(bench.spark, options)
         written = snapshot_frame(bench.spark, config, exported.snapshot_name, exported.consistent_point,
-                                 sink.source_writes_snapshot())
+                                 sink.source_writes())
 
         def files_sink() -> int:
-            return sum(sink.written_snapshot(written).values())
+            return sum(sink.written(written).values())
 
         def files_sink_from_spark() -> int:
             return sum(sink.snapshot(frame).values())
@@ -529,23 +530,26 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
 
     def stream_seconds(config: Config, sink: bool) -> tuple[int, float, list[dict[str, Any]]]:
         source = stream_options(bench.spark, config)
-        if sink:
-            query = run_query(bench.spark, config, "cdckit_postgres_changes", source, "bench_files",
-                              StreamReport(), ordered_partitions=True)
+        report = StreamReport()
+        if sink:  # the tasks write the files themselves (STREAM_FILES_OUTPUT): Spark's rows are their counts
+            query = run_query(bench.spark, config, "cdckit_postgres_changes", source, "bench_files", report,
+                              ordered_partitions=True)
         else:
+            source.pop(STREAM_FILES_OUTPUT, None)  # the records themselves go to Spark
             query = (bench.spark.readStream.format("cdckit_postgres_changes")
                      .options(**to_spark_options(source)).load().writeStream.format("noop")
                      .option("checkpointLocation", str(bench.base / "noop-checkpoint"))
                      .trigger(availableNow=True).start())
             query.awaitTermination()
         progress = [dict(p.durationMs, rows=p.numInputRows) for p in query.recentProgress if p.numInputRows]
-        return (sum(int(p["rows"]) for p in progress),
+        return (report.events if sink else sum(int(p["rows"]) for p in progress),
                 sum(p["triggerExecution"] for p in progress) / 1000, progress)
 
     count, seconds, _ = stream_seconds(noop, sink=False)
     stage("spark", f"+ Spark reads the micro-batches ({os.cpu_count()} cores), nothing written", count, seconds)
     count, seconds, progress = stream_seconds(files, sink=True)
-    stage("sink", "+ the files sink writes the records", count, seconds)
+    stage("sink", "+ the files sink writes the records (each task its own, instead of handing them to Spark)", count,
+          seconds)
     per_batch = {key: statistics.mean(p.get(key, 0) for p in progress)
                  for key in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
                              "triggerExecution")}

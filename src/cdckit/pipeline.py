@@ -41,9 +41,9 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings, topic
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.rows import option_bool
+from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
-from cdckit.spark.sinks import Sink, WriteSummary
+from cdckit.spark.sinks import Sink, WriteSummary, source_writes
 from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
@@ -121,9 +121,9 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
         rows: WriteSummary = {}
         if data:
             sink = Sink(spark, options)
-            folder = sink.source_writes_snapshot()
+            folder = sink.source_writes()
             df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder)
-            rows = sink.written_snapshot(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables))
+            rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables))
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),
@@ -150,7 +150,7 @@ def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
 def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, consistent_point: int,
                    files_output: str | None = None) -> DataFrame:
     """The snapshot's records; with ``files_output``, the tasks write them there themselves and the frame holds
-    only what they wrote per topic (``Sink.written_snapshot``)."""
+    only what they wrote per topic (``Sink.written``)."""
     options = config.as_properties(include_secrets=True)
     if files_output:
         options["cdckit.snapshot.files.output"] = files_output
@@ -272,10 +272,14 @@ def run_stream(spark: SparkSession, config: Config,
 
 
 def stream_options(spark: SparkSession, config: Config) -> dict[str, str]:
-    """The PostgreSQL change source's options: ``cdckit.stream.partitions`` 0 becomes Spark's parallelism."""
+    """The PostgreSQL change source's options: ``cdckit.stream.partitions`` 0 becomes Spark's parallelism, and
+    with the files sink without transforms, the tasks write the records themselves (``STREAM_FILES_OUTPUT``)."""
     options = config.as_properties(include_secrets=True)
     if not config.int("cdckit.stream.partitions"):
         options["cdckit.stream.partitions"] = str(spark.sparkContext.defaultParallelism)
+    folder = source_writes(options)
+    if folder:
+        options[STREAM_FILES_OUTPUT] = folder
     return options
 
 

@@ -15,6 +15,7 @@ from cdckit.config import Config
 from cdckit.errors import from_spark
 from cdckit.spark import compat
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
 
@@ -59,6 +60,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     last committed batch and offsets).
     """
     sink = Sink(spark, config.as_properties(include_secrets=True))
+    source_wrote = bool(options.get(STREAM_FILES_OUTPUT))  # the tasks write the files sink's records themselves
     totals: Counter[str] = Counter()
     enough = threading.Event()
     last_batch_id = [-1]
@@ -66,7 +68,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         controls: list[str] = []
-        summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions)
+        summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions,
+                             source_wrote=source_wrote)
         if controls and on_controls is not None:
             on_controls(controls)
         totals.update(summary)

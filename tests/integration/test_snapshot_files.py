@@ -44,12 +44,12 @@ def test_a_snapshot_written_by_its_own_tasks_equals_the_files_sinks_output(postg
                                                          "cdckit.snapshot.chunk.rows": "700"})
     options, _ = prepare_source(config)
     sink = Sink(spark, options)
-    assert sink.source_writes_snapshot() == str(workdir / "out")
+    assert sink.source_writes() == str(workdir / "out")
     exported = create_slot_exporting_snapshot(options)
     try:  # one exported snapshot, written both ways
         frame = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point,
                                str(workdir / "direct"))
-        written = sink.written_snapshot(frame)
+        written = sink.written(frame)
         frame = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point)
         through_sink = sink.snapshot(frame)
     finally:
@@ -74,7 +74,7 @@ def test_transforms_keep_the_snapshot_in_the_files_sink(postgres: Any, spark: An
         "transforms": "route", "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
         "transforms.route.regex": "it\\.public\\.(.*)", "transforms.route.replacement": "moved.$1"})
     options, _ = prepare_source(config)
-    assert Sink(spark, options).source_writes_snapshot() is None
+    assert Sink(spark, options).source_writes() is None
     report = run_snapshot(spark, config)
     assert report.rows_per_topic == {"moved.orders": 2500, "moved.tags": 40}
     assert sorted(path.name for path in (workdir / "out").iterdir()) == ["moved.orders", "moved.tags"]

@@ -103,6 +103,22 @@ def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def planned_batch(options: Mapping[str, str], end: Mapping[str, Any]) -> int:
+    """The id of the batch Spark is planning, which ends at ``end``: the last entry of the change stream's offset
+    log, which Spark writes before it plans a batch (a batch replayed after a restart is that entry too)."""
+    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+    logged = [int(name) for name in store.names(f"{STREAM_CHECKPOINT}/offsets") if name.isdigit()]
+    if logged:
+        batch = max(logged)
+        lines = (store.read_text(f"{STREAM_CHECKPOINT}/offsets/{batch}") or "").splitlines()
+        if len(lines) >= 3 and lines[0].startswith("v") and json.loads(lines[2]) == dict(end):
+            return batch
+    raise CdcKitError(
+        f"the batch ending at {json.dumps(dict(end))} is not the last entry of the stream checkpoint's offset log "
+        f"under {options.get('cdckit.checkpoint.location')}/{STREAM_CHECKPOINT}/offsets, so its files cannot be "
+        f"named; this is a bug: report it with the checkpoint's offsets folder")
+
+
 class SelfBoundedReader:
     """A change source's stream reader that serves Spark 4.2+ and Spark 4.0/4.1 alike.
 

@@ -35,13 +35,12 @@ from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
-from cdckit.spark.jsonl import TopicFiles
+from cdckit.spark.jsonl import TopicFiles, written_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import (
     ARROW_BATCH_ROWS,
     EVENT_SCHEMA,
-    WRITTEN,
     EventRow,
     arrow_batches,
     now_ms,
@@ -114,7 +113,7 @@ class PostgresSnapshotReader(DataSourceReader):
         batches = self.batches(partition)
         folder = self.options.get("cdckit.snapshot.files.output")
         if folder and isinstance(partition, SnapshotPartition | SchemaChangePartition):
-            return written(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}"))
+            return written_rows(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}"))
         return batches
 
     def batches(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -188,13 +187,6 @@ class PostgresSnapshotReader(DataSourceReader):
         if previous is not None:
             marker = snapshot_marker(chunk, first_row, last_row=True)
             yield from records.rows(_read_event(partition, previous, lsn, marker, started_ms))
-
-
-def written(batches: Iterator[pa.RecordBatch], files: TopicFiles) -> Iterator[pa.RecordBatch]:
-    """Write the batches' records to ``files``; yields one ``_written`` row per topic, its count in ``value``."""
-    counts = files.write_all(batches)
-    yield from arrow_batches([(topic, None, str(count), [], None, WRITTEN, 0, 0, 0, 0, None)
-                              for topic, count in counts.items()])
 
 
 def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, marker: str,

@@ -7,6 +7,9 @@ releases WAL only after Spark has committed the batch. Spark asks for the next o
 batch up to ``start`` is committed, so ``latestOffset`` confirms ``start`` as well: after a restart the
 last batch of the previous run is acknowledged before anything else is read.
 
+With ``cdckit.stream.files.output`` (the files sink without transforms), each task writes its records itself,
+as the files sink names them for the batch (its id is the offset log's last entry, ``compat.planned_batch``).
+
 A large batch is cut at transaction ends into up to ``cdckit.stream.partitions`` LSN ranges of about equal
 changes (each at least ``cdckit.stream.partition.min.events``), read by as many tasks at once; the cuts are
 part of the end offset (``{"lsn": ..., "splits": [...]}``), so a batch replayed after a failure is cut the
@@ -47,12 +50,20 @@ from cdckit.errors import ReplicationSlotError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
+from cdckit.spark.compat import (
+    ReadLimit,
+    SelfBoundedReader,
+    SupportsTriggerAvailableNow,
+    planned_batch,
+    read_limit_rows,
+)
+from cdckit.spark.jsonl import TopicFiles, written_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import RecordBuilder, record_builder, xid_at_lsn
 from cdckit.spark.rows import (
     ARROW_BATCH_ROWS,
     EVENT_SCHEMA,
+    STREAM_FILES_OUTPUT,
     ChangeColumns,
     EventRow,
     arrow_batches,
@@ -65,6 +76,7 @@ from cdckit.spark.rows import (
 from cdckit.spark.schema_history import SchemaHistory
 
 T = TypeVar("T")
+
 RECONNECT_SECONDS = 60.0
 # The server is away for now (restarting, failing over): worth waiting for. A refused login is not.
 _TRANSIENT = re.compile(r"starting up|shutting down|Connection refused|could not connect|closed the connection|"
@@ -89,11 +101,16 @@ def connect_retrying(options: dict[str, str], seconds: float = RECONNECT_SECONDS
 
 
 class LsnRange(InputPartition):
-    def __init__(self, start: int, end: int, history: str = "{}") -> None:
+    """One partition of a batch: the transactions committed in ``[start, end)``. ``number``: its place in the
+    batch (Spark's partition id); ``batch``: the batch's id when the partition writes its own files."""
+
+    def __init__(self, start: int, end: int, history: str = "{}", number: int = 0, batch: int | None = None) -> None:
         super().__init__((start, end))
         self.start = start
         self.end = end
         self.history = history  # the schema history so far (JSON), to tell a new structure from a known one
+        self.number = number
+        self.batch = batch
 
 
 class PostgresChangeDataSource(DataSource):
@@ -182,7 +199,9 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         cuts = sorted({cut for cut in map(parse_lsn, end.get("splits", ())) if low < cut < high})
         bounds = [low, *cuts, high]
         history = SchemaHistory.load(self.options).to_json()
-        return [LsnRange(first, last, history) for first, last in itertools.pairwise(bounds)]
+        batch = planned_batch(self.options, end) if self.options.get(STREAM_FILES_OUTPUT) else None
+        return [LsnRange(first, last, history, number, batch)
+                for number, (first, last) in enumerate(itertools.pairwise(bounds))]
 
     def commit(self, end: dict[str, Any]) -> None:
         self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"]), self.publication))
@@ -195,9 +214,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LsnRange)
         decoded = _DecodedRange(self.options, partition, self.slot_name)
-        if decoded.columnar:
-            return decoded.batches()
-        return arrow_batches(decoded.rows())
+        batches = decoded.batches() if decoded.columnar else arrow_batches(decoded.rows())
+        folder = self.options.get(STREAM_FILES_OUTPUT)
+        if folder and partition.batch is not None:
+            return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}"))
+        return batches
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         """The partition's records, every event formatted by the reference (``RecordBuilder``)."""

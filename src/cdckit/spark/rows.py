@@ -30,6 +30,10 @@ EventRow = tuple[object, ...]
 
 # The op of a row a source yields instead of records it wrote itself: ``topic`` and the count in ``value``.
 WRITTEN = "_written"
+# A change source's option: the files sink's folder, when each task writes its records there itself, as the sink
+# would name them (``<output>/<topic>/stream-<batch>-<partition>.jsonl``), and yields only its control rows and a
+# ``WRITTEN`` row per topic: the records never cross to the JVM and back (decision 0022).
+STREAM_FILES_OUTPUT = "cdckit.stream.files.output"
 
 # Rows handed to Spark per Arrow batch, and the value bytes after which a batch is handed over early (so a few
 # very large values do not hold many megabytes in one batch).

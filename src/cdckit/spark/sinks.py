@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,6 +181,17 @@ def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
     return _summarize(on_partitions(df, writer, arrow=True))
 
 
+def source_writes(options: Mapping[str, str]) -> str | None:
+    """The folder a source may write its records into itself, as the sink would (the files sink without
+    transforms), or None."""
+    from cdckit.formats.debezium.transforms import chain
+    from cdckit.spark.transforms import transform_settings
+
+    if options.get("cdckit.sink", "files") != "files" or chain(transform_settings(options)):
+        return None
+    return options.get("cdckit.output.path", "cdckit-output")
+
+
 class Sink:
     """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
 
@@ -214,25 +225,24 @@ class Sink:
                 "debezium" else None
             return self._snapshot(transformed, controls, controls_dir, known)
 
-    def source_writes_snapshot(self) -> str | None:
-        """The folder a snapshot source may write its records into itself, as this sink would (the files sink
-        without transforms), or None."""
-        from cdckit.formats.debezium.transforms import chain
-        from cdckit.spark.transforms import transform_settings
+    def source_writes(self) -> str | None:
+        """The folder a source may write its records into itself (``source_writes``), or None."""
+        return source_writes(self.options)
 
-        return self.output if self.kind == "files" and not chain(transform_settings(self.options)) else None
-
-    def written_snapshot(self, df: DataFrame) -> WriteSummary:
-        """Run a snapshot whose source writes its own records (``source_writes_snapshot``); returns rows per
-        topic, summed from the source's ``_written`` rows (one per task and topic)."""
+    def written(self, df: DataFrame, controls: list[str] | None = None, what: str = "the snapshot stopped"
+                ) -> WriteSummary:
+        """Run a snapshot or stream batch whose source writes its own records (``source_writes``); returns rows
+        per topic, summed from the source's ``_written`` rows (one per task and topic). The source's control
+        rows go to ``controls``."""
         from pyspark.sql import functions as F
 
         from cdckit.errors import from_spark
         from cdckit.spark.rows import WRITTEN
 
-        with from_spark("the snapshot stopped"):
-            reported = df.filter(F.col("op") == WRITTEN).select("topic", "value").collect()
-        return _summarize((row["topic"], int(row["value"])) for row in reported)
+        with from_spark(what):
+            reported = df.filter(F.col("op").startswith("_")).select("topic", "value", "op").collect()
+        return _summarize(((row["topic"], int(row["value"])) if row["op"] == WRITTEN else ("_control", row["value"])
+                           for row in reported), controls)
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
@@ -260,7 +270,10 @@ class Sink:
         return summary
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None,
-              ordered_partitions: bool = False) -> WriteSummary:
+              ordered_partitions: bool = False, source_wrote: bool = False) -> WriteSummary:
+        """Write one micro-batch; ``source_wrote``: its source wrote the records itself (``source_writes``)."""
+        if source_wrote:
+            return self.written(df, controls, "the stream stopped")
         df = self._transformed(df)
         if self.kind == "lake":
             ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
