@@ -9,6 +9,7 @@ Arrow has no kernel for (a binary value, written base64, or headers) take the re
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -153,7 +154,9 @@ class TopicFiles:
         """Close and remove what is not committed."""
         for handle, temporary, _ in self.handles.values():
             if not handle.closed:
-                handle.close()
+                # closed even when the flush it makes fails again (a full disk): the first error is the one reported
+                with contextlib.suppress(OSError):
+                    handle.close()
                 temporary.unlink(missing_ok=True)
 
     def _error(self, exc: OSError) -> Exception:
