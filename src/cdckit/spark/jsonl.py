@@ -167,25 +167,28 @@ class TopicFiles:
                               f"can take it")
 
 
+def without_controls(batches: Iterable[pa.RecordBatch], controls: list[pa.RecordBatch]
+                     ) -> Iterator[pa.RecordBatch]:
+    """The batches without their control rows (an op starting with ``_``: for the driver, not for the sink), which
+    are added to ``controls``."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        is_control = pc.starts_with(batch.column("op"), "_")
+        if pc.any(is_control).as_py():
+            controls.append(batch.filter(is_control))
+            batch = batch.filter(pc.invert(is_control))
+        yield batch
+
+
 def written_rows(batches: Iterable[pa.RecordBatch], files: TopicFiles) -> Iterator[pa.RecordBatch]:
     """A source's records written to ``files`` as the files sink writes them, committed once all are; yields
     what Spark still gets: the control rows (an op starting with ``_``, for the driver) and then one
     ``rows.WRITTEN`` row per topic, its count in ``value``."""
-    import pyarrow.compute as pc
-
     from cdckit.spark.rows import WRITTEN, arrow_batches
 
     controls: list[pa.RecordBatch] = []
-
-    def records() -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            is_control = pc.starts_with(batch.column("op"), "_")
-            if pc.any(is_control).as_py():
-                controls.append(batch.filter(is_control))
-                batch = batch.filter(pc.invert(is_control))
-            yield batch
-
-    counts = files.write_all(records())
+    counts = files.write_all(without_controls(batches, controls))
     yield from controls
     yield from arrow_batches([(topic, None, str(count), [], None, WRITTEN, 0, 0, 0, 0, None)
                               for topic, count in counts.items()])

@@ -361,9 +361,9 @@ class _DecodedRange:
             assert table is not None
             table_format = self.tables[(table.schema, table.name)][1]
             converters = self._converters_for(table_format)
-            taken = pa.array(rows)
+            taken, their_transactions = pa.array(rows), pa.array(transactions[rows])
             block = _plain_block(converters, buffer, starts[rows], ends[rows], names, ops.take(taken),
-                                 lsns.take(taken), per_transaction, pa.array(transactions[rows]))
+                                 lsns.take(taken), per_transaction, their_transactions)
             if block is None:
                 yield from self._formatted([(event, self.tables[(event.schema, event.table)][1])
                                             for event in self.decoder.events_of(plain)])
@@ -375,7 +375,7 @@ class _DecodedRange:
             changes.append(ChangeColumns(
                 block.ops, pa.repeat(pa.scalar(table_format.topic, pa.string()), len(rows)),
                 pa.repeat(pa.scalar(f"{table.schema}.{table.name}", pa.string()), len(rows)),
-                per_transaction.commit_lsns.take(pa.array(transactions[rows])), block.lsns,
+                per_transaction.commit_lsns.take(their_transactions), block.lsns,
                 pa.repeat(pa.scalar(0, pa.int32()), len(rows)), block.source_ts_ms))
         back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from cdckit.spark.jsonl import TopicFiles, record_line
+from cdckit.spark.jsonl import TopicFiles, record_line, without_controls
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,20 +48,10 @@ def _persist_controls(controls_dir: str | None, values: list[str]) -> None:
 def _file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None
                  ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
-        import pyarrow.compute as pc
-
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
-        controls: list[str] = []
-
-        def records() -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                is_control = pc.starts_with(batch.column("op"), "_")  # control rows are for the driver
-                if pc.any(is_control).as_py():
-                    controls.extend(batch.filter(is_control).column("value").to_pylist())
-                    batch = batch.filter(pc.invert(is_control))
-                yield batch
-
-        counts = TopicFiles(output, f"{label}{suffix}").write_all(records())
+        control_rows: list[pa.RecordBatch] = []
+        counts = TopicFiles(output, f"{label}{suffix}").write_all(without_controls(batches, control_rows))
+        controls = [value for rows in control_rows for value in rows.column("value").to_pylist()]
         _persist_controls(controls_dir, controls)
         yield from counts.items()
         for value in controls:
