@@ -122,6 +122,44 @@ def test_advance_confirms_a_commit_end_and_later_reads_start_after_it(postgres: 
     assert [(event.op, event.after) for event in events] == [("u", {"id": "2", "amount": "21"}), ("d", None)]
 
 
+def test_a_peek_from_a_later_start_leaves_out_only_the_changes_of_transactions_committed_before_it(
+        postgres: Any, database: str, options: dict[str, str], conn: Any) -> None:
+    """A batch's later partition peeks from the slot's position with ``start``: the server leaves out the row
+    changes of the transactions committed before ``start``, and nothing a transaction in the range needs, though
+    its changes were written before ``start`` (a transaction that began first and committed later)."""
+    consistent_point = create_slot(conn, options)
+    dsn = postgres.dsn(database)
+    execute(dsn, "INSERT INTO public.ledger VALUES (2, 20)", "ALTER TABLE public.ledger ADD COLUMN note text")
+    emit_heartbeat(conn, options["slot.name"])
+    with closing(psycopg2.connect(dsn)) as late:  # begins (and writes) now, commits after the cut
+        with late.cursor() as cur:
+            cur.execute("UPDATE public.ledger SET amount = 11 WHERE id = 1")
+        execute(dsn, "INSERT INTO public.ledger VALUES (3, 30, 'three')")
+        cut = pending_changes(conn, options, consistent_point, max_events=100, upto=None).end_lsn
+        late.commit()
+    execute(dsn, "DELETE FROM public.ledger WHERE id = 2")
+    end = pending_changes(conn, options, consistent_point, max_events=100, upto=None).end_lsn
+    assert cut is not None and end is not None and cut < end
+
+    everything = list(peek_rows(conn, options, end))
+    later = list(peek_rows(conn, options, end, start=cut))
+    left_out = [row for row in everything if row not in later]
+    assert [row for row in everything if row not in left_out] == later, "the rest comes whole, in order"
+    kinds = [chr(data[0]) for _, data in left_out]
+    # the two inserts and, where pgoutput delivers messages, the heartbeat: all committed before the cut
+    assert sorted(kinds) == sorted("II" + ("M" if ServerVersion.of(conn).delivers_logical_messages else ""))
+    assert {chr(data[0]) for _, data in later} >= {"B", "C", "R", "U", "D"}
+
+    tables = {table.name: table for table in discover_tables(conn, options)}
+
+    def decoded(rows: list[tuple[int, bytes]]) -> list[ChangeEvent]:
+        decoder = ChangeDecoder(cut, end, lambda relation: tables.get(relation.name), options["slot.name"])
+        return [event for lsn, data in rows for event in decoder.feed(lsn, data)]
+
+    assert decoded(later) == decoded(everything)
+    assert [event.op for event in decoded(later) if event.op != "txend"] == ["u", "d"]
+
+
 def test_heartbeat_moves_an_idle_slot_and_is_read_back_where_pgoutput_delivers_messages(
         postgres: Any, database: str, options: dict[str, str], conn: Any, caplog: pytest.LogCaptureFixture) -> None:
     consistent_point = create_slot(conn, options)

@@ -277,7 +277,9 @@ class _DecodedRange:
         decoder = self.decoder = ChangeDecoder(partition.start, partition.end, table_for,
                                                heartbeat_tag=self.heartbeat_tag)
         try:
-            for lsn, data in peek_rows(conn, options, partition.end):
+            # A later partition's peek leaves out the earlier partitions' changes (the server still decodes them)
+            for lsn, data in peek_rows(conn, options, partition.end,
+                                       start=partition.start if partition.number > 0 else None):
                 # After a Relation message, the next event goes through feed: a new structure's record takes
                 # that event's position.
                 if plain_ops is not None and not changes:

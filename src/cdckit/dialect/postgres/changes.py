@@ -352,22 +352,46 @@ class ChangeDecoder:
         return begin.final_lsn
 
 
+_PEEK_SQL = ("SELECT (lsn - '0/0'::pg_lsn)::int8, data FROM pg_logical_slot_peek_binary_changes(%(slot)s, "
+             "%(end)s::pg_lsn, NULL, VARIADIC %(opts)s)")
+# The same, without the row changes (and logical messages and truncates) of transactions that commit before ``start``:
+# a transaction's commit position is in its Begin message (final_lsn, bytes 2 to 9), and its other messages carry its
+# xid. Their Begin, Commit, Relation and Type messages still come, as ChangeDecoder needs them. ``m`` is used twice, so
+# the server computes it once (without MATERIALIZED, which PostgreSQL 10 and 11 do not know).
+_PEEK_FROM_SQL = """
+WITH m AS (
+    SELECT lsn, xid, data FROM pg_logical_slot_peek_binary_changes(%(slot)s, %(end)s::pg_lsn, NULL, VARIADIC %(opts)s)
+), before_start AS (
+    SELECT xid::text::int8 AS xid FROM m
+    WHERE get_byte(data, 0) = 66 AND ('x' || encode(substring(data FROM 2 FOR 8), 'hex'))::bit(64)::int8 < %(start)s
+)
+SELECT (lsn - '0/0'::pg_lsn)::int8, data FROM m
+WHERE NOT (get_byte(data, 0) = ANY(%(skipped)s) AND xid::text::int8 IN (SELECT xid FROM before_start))
+"""
+_SKIPPED_BEFORE_START = [ord(kind) for kind in "IUDTM"]
+
+
 def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size: int = 2000,
-              wait_seconds: float = 60.0) -> Iterator[tuple[int, bytes]]:
+              wait_seconds: float = 60.0, start: int | None = None) -> Iterator[tuple[int, bytes]]:
     """Stream (lsn, message) rows of the slot up to ``end`` through a server-side cursor.
 
     The server decodes the whole range into a result set on the first fetch and holds the slot only while it
     does; the partitions of one batch take turns for it (each waits, up to ``wait_seconds``, while another
-    holds it), then fetch and format their results at once."""
+    holds it), then fetch and format their results at once.
+
+    A peek starts at the slot's position. With ``start`` (a partition after a batch's first), the server leaves out
+    the row changes of the transactions that commit before it, which ``ChangeDecoder`` would skip: the earlier
+    partitions' changes are decoded by the server again, but neither sent nor looked at."""
     deadline = time.monotonic() + wait_seconds
     delay = 0.01
+    params = {"slot": options.get("slot.name", "debezium"), "end": format_lsn(end),
+              "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
+              "skipped": _SKIPPED_BEFORE_START}
     while True:
         cur = conn.cursor(name="cdckit_peek")
         cur.itersize = fetch_size
         try:
-            cur.execute("SELECT (lsn - '0/0'::pg_lsn)::int8, data FROM pg_logical_slot_peek_binary_changes(%s, "
-                        "%s::pg_lsn, NULL, VARIADIC %s)", (options.get("slot.name", "debezium"), format_lsn(end),
-                                         peek_options(options, ServerVersion.of(conn))))
+            cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
             first = cur.fetchmany(fetch_size)
             break
         except psycopg2.errors.ObjectInUse:  # another partition of the batch is decoding: its turn first
