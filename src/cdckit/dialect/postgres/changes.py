@@ -69,17 +69,18 @@ def peek_bound(max_events: int, messages_per_change: float | None) -> int:
     return int(max_events * ratio) + 1000
 
 
-# Positions are numbers here (lsn - '0/0'): pg_lsn has max() and min() only from PostgreSQL 13 on.
+# Positions are numbers here (lsn - '0/0'): pg_lsn has max() and min() only from PostgreSQL 13 on. The messages are
+# counted per transaction (each message carries its transaction's xid; the Commit message's position is the
+# transaction's), so no sort of the messages is needed, only one of the transactions.
 _PENDING_SQL = """
-WITH m AS (
-    SELECT c.lsn - '0/0'::pg_lsn AS lsn, get_byte(c.data, 0) AS kind, c.n
+WITH tx AS (
+    SELECT max(CASE WHEN get_byte(c.data, 0) = 67 THEN c.lsn - '0/0'::pg_lsn END) AS lsn,
+           count(*) FILTER (WHERE get_byte(c.data, 0) = ANY(%(change_kinds)s)) AS changes, count(*) AS messages
     FROM pg_logical_slot_peek_binary_changes(%(slot)s, %(upto)s::pg_lsn, %(nchanges)s, VARIADIC %(opts)s)
-         WITH ORDINALITY AS c(lsn, xid, data, n)
-), running AS (
-    SELECT lsn, kind, sum(CASE WHEN kind = ANY(%(change_kinds)s) THEN 1 ELSE 0 END) OVER (ORDER BY n) AS seen
-    FROM m
+         AS c(lsn, xid, data)
+    GROUP BY c.xid
 ), commits AS (
-    SELECT lsn, seen FROM running WHERE kind = 67
+    SELECT lsn, (sum(changes) OVER (ORDER BY lsn))::int8 AS seen FROM tx WHERE lsn IS NOT NULL
 ), pending AS (
     SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s), 0) AS events
     FROM commits WHERE lsn > %(start)s
@@ -95,7 +96,7 @@ SELECT c.end_lsn::text, c.transactions, c.events,
                                   WHERE p.lsn < c.end_lsn AND p.events * parts.n <= k * c.events) AS cut
                  FROM generate_series(1, parts.n - 1) AS k) AS cuts
              WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ','),
-       (SELECT count(*) FROM m), (SELECT max(seen) FROM running)
+       (SELECT sum(messages) FROM tx), (SELECT sum(changes) FROM tx)
 FROM chosen c CROSS JOIN LATERAL (
     SELECT greatest(1, least(%(parts)s, c.events / %(min_events)s))::int AS n) AS parts
 """
