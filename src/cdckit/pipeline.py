@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.catalog import check_server, discover_tables
+from cdckit.dialect.postgres.catalog import captured_names, check_server, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import (
@@ -37,13 +37,14 @@ from cdckit.dialect.postgres.replication import (
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
-from cdckit.formats.debezium.envelope import TableFormat, format_settings, topic_name
+from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_topic, topic_name
+from cdckit.formats.debezium.transaction import transaction_topic
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
-from cdckit.spark.sinks import Sink, WriteSummary, source_writes
+from cdckit.spark.sinks import Sink, WriteSummary, kafka_in_one_pass, source_writes
 from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
@@ -140,8 +141,26 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
 def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
     """The topics a PostgreSQL snapshot's records go to, in Debezium's format: one per table, and ``topic.prefix``
     itself for the schema change records (``include.schema.changes``)."""
+    return _table_topics(options, [(table.schema, table.name) for table in tables])
+
+
+def stream_topics(options: dict[str, str]) -> list[str]:
+    """The topics a PostgreSQL stream batch's records go to, in Debezium's format, as the catalog has the captured
+    tables now: one per table, ``topic.prefix`` (``include.schema.changes``), the heartbeat topic
+    (``heartbeat.interval.ms``) and the transaction topic (``provide.transaction.metadata``)."""
+    with closing(connect(options)) as conn:
+        topics = _table_topics(options, captured_names(conn, options))
+    prefix = format_settings(options).topic_prefix
+    if int(options.get("heartbeat.interval.ms", "0") or "0") > 0:
+        topics.append(heartbeat_topic(prefix, options.get("topic.heartbeat.prefix", "__debezium-heartbeat")))
+    if option_bool(options, "provide.transaction.metadata", False):
+        topics.append(transaction_topic(prefix, options.get("topic.transaction", "transaction")))
+    return topics
+
+
+def _table_topics(options: dict[str, str], names: list[tuple[str, str]]) -> list[str]:
     settings = format_settings(options)
-    topics = [topic_name(settings, table.schema, table.name) for table in tables]
+    topics = [topic_name(settings, schema, name) for schema, name in names]
     if option_bool(options, "include.schema.changes", False):
         topics.append(settings.topic_prefix)
     return topics
@@ -251,10 +270,12 @@ def run_stream(spark: SparkSession, config: Config,
     if config.str("snapshot.mode") == "initial_only":
         return report
     options = stream_options(spark, config)
-    # The change source's partitions are consecutive LSN ranges, each read in position order.
+    # The change source's partitions are consecutive LSN ranges, each read in position order; a batch of one range
+    # goes to Kafka in one pass.
+    one_range = options["cdckit.stream.partitions"] == "1" and kafka_in_one_pass(options)
     query = run_query(spark, config, "cdckit_postgres_changes", options, f"cdckit_{config.str('slot.name')}",
                       report, on_batch, lambda controls: record_schema_controls(options, controls),
-                      ordered_partitions=True)
+                      ordered_partitions=True, batch_topics=(lambda: stream_topics(options)) if one_range else None)
     report.last_offset = _last_committed_lsn(query)
     if report.last_offset is not None:
         # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last
@@ -272,11 +293,14 @@ def run_stream(spark: SparkSession, config: Config,
 
 
 def stream_options(spark: SparkSession, config: Config) -> dict[str, str]:
-    """The PostgreSQL change source's options: ``cdckit.stream.partitions`` 0 becomes Spark's parallelism, and
-    with the files sink without transforms, the tasks write the records themselves (``STREAM_FILES_OUTPUT``)."""
+    """The PostgreSQL change source's options: ``cdckit.stream.partitions`` 0 becomes Spark's parallelism (1 into
+    Kafka where a batch can go there in one pass: one task formats while Spark's producer sends, which beats
+    several tasks whose batch must be kept and read again to be sent in order; decision 0023), and with the files
+    sink without transforms, the tasks write the records themselves (``STREAM_FILES_OUTPUT``)."""
     options = config.as_properties(include_secrets=True)
     if not config.int("cdckit.stream.partitions"):
-        options["cdckit.stream.partitions"] = str(spark.sparkContext.defaultParallelism)
+        options["cdckit.stream.partitions"] = ("1" if kafka_in_one_pass(options)
+                                               else str(spark.sparkContext.defaultParallelism))
     folder = source_writes(options)
     if folder:
         options[STREAM_FILES_OUTPUT] = folder

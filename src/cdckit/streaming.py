@@ -52,11 +52,13 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
               query_name: str, report: StreamReport,
               on_batch: Callable[[int, WriteSummary], None] | None = None,
               on_controls: Callable[[list[str]], None] | None = None,
-              ordered_partitions: bool = False) -> StreamingQuery:
+              ordered_partitions: bool = False,
+              batch_topics: Callable[[], list[str]] | None = None) -> StreamingQuery:
     """Run the change stream into the configured sink until the trigger or ``cdckit.stream.max.batches`` stops it.
 
     ``ordered_partitions``: the source's partitions are consecutive position ranges, each in position order,
-    so the files sink may write them as they are. Returns the stopped query (its ``lastProgress`` names the
+    so the files sink may write them as they are. ``batch_topics``: each batch is one such partition, and this gives
+    the topics of the tables captured now (``Sink.batch``). Returns the stopped query (its ``lastProgress`` names the
     last committed batch and offsets).
     """
     sink = Sink(spark, config.as_properties(include_secrets=True))
@@ -69,7 +71,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         controls: list[str] = []
         summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions,
-                             source_wrote=source_wrote)
+                             source_wrote=source_wrote, topics=batch_topics)
         if controls and on_controls is not None:
             on_controls(controls)
         totals.update(summary)

@@ -9,6 +9,7 @@ Topics are created on first use (``topic.creation.*``) or must exist. Producer s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from pyspark.sql import functions as F
 
 from cdckit.errors import CdcKitError, ConfigurationError
 from cdckit.spark.sinks import POSITION_ORDER, WriteSummary
+
+log = logging.getLogger("cdckit")
 
 EVENTHUBS_PORT = 9093
 # Event Hubs' largest event per tier (bytes), and whether the tier allows compacted topics.
@@ -150,7 +153,8 @@ class TopicManager:
 
 def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
                 label: str, controls: list[str] | None = None, *, one_per_key: bool = False,
-                known_topics: Sequence[str] | None = None, ordered_partitions: bool = False) -> WriteSummary:
+                known_topics: Sequence[str] | None = None, ordered_partitions: bool = False,
+                single_range: bool = False) -> WriteSummary:
     """Deliver one batch (or the snapshot) to Kafka; returns records per topic. The batch is kept on local disk so
     the source is read once although counts, control rows and the write each pass over it; on disk, not in the
     JVM's heap, so a snapshot of any size is held in a partition's worth of memory (a heap-first cache of a
@@ -167,10 +171,23 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
     ``known_topics``: the only topics the records can go to, known before the batch is read (a snapshot's
     tables in Debezium's format, without transforms). When there is also no size limit to check and no control
     row to collect, the batch is written in one pass, with no cache: the topics are created first and the
-    counts are observed during the write (on the DataSource V2 write path only: ``use_v2_write``)."""
-    if known_topics is not None and not max_message_bytes(options) and controls is None and one_per_key and \
-            _writes_v2(df.sparkSession):
-        return _write_in_one_pass(df, options, topics, sorted(set(known_topics)))
+    counts are observed during the write (on the DataSource V2 write path only: ``use_v2_write``).
+
+    ``single_range``: a stream batch that is one partition in position order (a PostgreSQL stream read by one task).
+    With ``known_topics`` (the topics of the tables captured now) it is written in one pass too, its control rows
+    observed during the write; records of a topic outside them (a table dropped or renamed since its changes) are
+    still written and counted. Should that one pass fail, the batch is written again by the two reads, which
+    create the batch's own topics first."""
+    if known_topics is not None and not max_message_bytes(options) and _writes_v2(df.sparkSession) and (
+            (one_per_key and controls is None) or single_range):
+        known = sorted(set(known_topics))
+        if not single_range:
+            return _write_in_one_pass(df, options, topics, known)
+        try:
+            return _write_in_one_pass(df, options, topics, known, controls, others_expected=True)
+        except DeliveryError as exc:
+            log.warning("%s; writing %s again, reading it twice to create its own topics first (records the first "
+                        "attempt delivered may arrive twice)", exc, label)
     cached = df.persist(StorageLevel.DISK_ONLY)
     try:
         is_control = F.col("op").startswith("_")
@@ -217,25 +234,42 @@ def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
         cached.unpersist()
 
 
-def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicManager,
-                       known: list[str]) -> WriteSummary:
-    """Write records whose topics are all in ``known``, reading the batch once; returns records per topic."""
+def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicManager, known: list[str],
+                       controls: list[str] | None = None, others_expected: bool = False) -> WriteSummary:
+    """Write records whose topics are (all but rare ones, with ``others_expected``) in ``known``, reading the batch
+    once; returns records per topic. With ``controls``, the batch's control rows are observed during the write and
+    handed back there (a batch in one partition keeps their order)."""
     if known:
         topics.ensure(known)
     observation = Observation("cdckit_kafka_counts")
-    records = df.filter(~F.col("op").startswith("_")).observe(
-        observation, F.count(F.lit(1)).alias("_total"),
-        *[F.count_if(F.col("topic") == topic).alias(f"_{index}") for index, topic in enumerate(known)])
+    is_record = ~F.col("op").startswith("_")
+    in_known = F.col("topic").isin(known) if known else F.lit(False)
+    metrics = [F.count_if(is_record).alias("_total"),
+               *[F.count_if(is_record & (F.col("topic") == topic)).alias(f"_{index}") for index, topic in
+                 enumerate(known)],
+               F.collect_set(F.when(is_record & ~in_known, F.col("topic"))).alias("_others")]
+    if controls is not None:
+        metrics.append(F.collect_list(F.when(~is_record, F.col("value"))).alias("_controls"))
+    records = df.observe(observation, *metrics).filter(is_record)
     frame = records.select("topic", "key", F.coalesce(F.col("value").cast("binary"), F.col("value_binary"))
                            .alias("value"), "headers")
     # Observed metrics reach the driver only from the Kafka sink's DataSource V2 write (use_v2_write)
     _save(frame, options)
     counted = observation.get
+    if controls is not None:
+        controls.extend(counted["_controls"])
     summary = {topic: int(counted[f"_{index}"]) for index, topic in enumerate(known) if counted[f"_{index}"]}
-    if sum(summary.values()) != counted["_total"]:
-        raise DeliveryError(f"{counted['_total'] - sum(summary.values())} records went to topics other than "
-                            f"{', '.join(known)}, which were the only ones expected and created; report this as a "
-                            f"bug, with the connector configuration (its secrets removed)")
+    rest = int(counted["_total"]) - sum(summary.values())
+    if rest and not others_expected:
+        raise DeliveryError(f"{rest} records went to topics other than {', '.join(known)}, which were the only ones "
+                            f"expected and created; report this as a bug, with the connector configuration (its "
+                            f"secrets removed)")
+    if rest:
+        others = ", ".join(sorted(counted["_others"]))
+        log.warning("%d records went to %s, which cdckit had not listed before the write (a table dropped or "
+                    "renamed since its changes were made); the broker created any missing topic with its own "
+                    "defaults", rest, others)
+        summary[others] = rest
     return dict(sorted(summary.items()))
 
 

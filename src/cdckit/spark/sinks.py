@@ -182,6 +182,17 @@ def source_writes(options: Mapping[str, str]) -> str | None:
     return options.get("cdckit.output.path", "cdckit-output")
 
 
+def kafka_in_one_pass(options: Mapping[str, str]) -> bool:
+    """Whether a stream batch read by one task can go to Kafka in one pass (``write_kafka``'s ``single_range``):
+    Debezium's format, no transforms, no size limit to check first. Event Hubs always has one."""
+    from cdckit.formats.debezium.transforms import chain
+    from cdckit.spark.kafka_sink import max_message_bytes
+    from cdckit.spark.transforms import transform_settings
+
+    return (options.get("cdckit.sink", "files") == "kafka" and not chain(transform_settings(options))
+            and options.get("cdckit.message.format", "debezium") == "debezium" and not max_message_bytes(options))
+
+
 class Sink:
     """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
 
@@ -260,10 +271,18 @@ class Sink:
         return summary
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None = None,
-              ordered_partitions: bool = False, source_wrote: bool = False) -> WriteSummary:
-        """Write one micro-batch; ``source_wrote``: its source wrote the records itself (``source_writes``)."""
+              ordered_partitions: bool = False, source_wrote: bool = False,
+              topics: Callable[[], list[str]] | None = None) -> WriteSummary:
+        """Write one micro-batch; ``source_wrote``: its source wrote the records itself (``source_writes``).
+        ``topics``: the batch is one partition in position order, and this gives the topics of the tables captured
+        now (the Kafka sink then writes it in one pass, where ``kafka_in_one_pass``)."""
         if source_wrote:
             return self.written(df, controls, "the stream stopped")
+        if topics is not None and self.kind == "kafka" and kafka_in_one_pass(self.options):
+            from cdckit.spark.kafka_sink import write_kafka
+
+            return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls,
+                               known_topics=topics(), ordered_partitions=ordered_partitions, single_range=True)
         df = self._transformed(df)
         if self.kind == "lake":
             ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)

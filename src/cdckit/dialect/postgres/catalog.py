@@ -98,13 +98,9 @@ def select_tables(candidates: Sequence[tuple[str, str]], options: Mapping[str, s
     return list(ordered)
 
 
-def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
-    """The captured tables, in the order Debezium snapshots them (``select_tables``), with columns and keys.
-
-    Partitions are tables like any other, as Debezium captures them (each on its own topic); a partitioned
-    table's root is one too. A table without a primary key is captured with a null key, as Debezium does.
-    Raises ``TableNotFoundError`` when a ``table.include.list`` entry matches nothing.
-    """
+def captured_names(conn: Connection, options: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (schema, table) names the include and exclude lists capture now, in ``select_tables``'s order; none is an
+    answer too (unlike ``discover_tables``)."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -112,7 +108,17 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
             "AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast%%' "
             "ORDER BY n.nspname, c.relname", (list(SYSTEM_SCHEMAS),))
         candidates = [(str(s), str(t)) for s, t in cur.fetchall()]
-    chosen = select_tables(candidates, options)
+    return select_tables(candidates, options)
+
+
+def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
+    """The captured tables, in the order Debezium snapshots them (``select_tables``), with columns and keys.
+
+    Partitions are tables like any other, as Debezium captures them (each on its own topic); a partitioned
+    table's root is one too. A table without a primary key is captured with a null key, as Debezium does.
+    Raises ``TableNotFoundError`` when a ``table.include.list`` entry matches nothing.
+    """
+    chosen = captured_names(conn, options)
     dbname = options.get("database.dbname", "")
     for entry in [item.strip() for item in options.get("table.include.list", "").split(",") if item.strip()]:
         if not any(re.fullmatch(entry, f"{s}.{t}", flags=re.IGNORECASE) for s, t in chosen):
