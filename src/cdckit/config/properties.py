@@ -181,7 +181,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)",
              only="sqlserver"),
     Property("cdckit.stream.partitions", "int", 0, "PostgreSQL/YugabyteDB: Spark tasks that read a large "
-             "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism)",
+             "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism; 1 into "
+             "Kafka, which then gets each batch in one pass)",
              minimum=0, only="postgres"),
     Property("cdckit.stream.partition.min.events", "int", 5000, "PostgreSQL/YugabyteDB: a micro-batch is cut "
              "into partitions only where each keeps at least this many changes", minimum=1, only="postgres"),
