@@ -9,6 +9,7 @@ Topics are created on first use (``topic.creation.*``) or must exist. Producer s
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -247,9 +248,10 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
     metrics = [F.count_if(is_record).alias("_total"),
                *[F.count_if(is_record & (F.col("topic") == topic)).alias(f"_{index}") for index, topic in
                  enumerate(known)],
-               F.collect_set(F.when(is_record & ~in_known, F.col("topic"))).alias("_others")]
+               # lists travel as JSON text: PySpark 4.0's Observation hands arrays back as Java objects
+               F.to_json(F.collect_set(F.when(is_record & ~in_known, F.col("topic")))).alias("_others")]
     if controls is not None:
-        metrics.append(F.collect_list(F.when(~is_record, F.col("value"))).alias("_controls"))
+        metrics.append(F.to_json(F.collect_list(F.when(~is_record, F.col("value")))).alias("_controls"))
     records = df.observe(observation, *metrics).filter(is_record)
     frame = records.select("topic", "key", F.coalesce(F.col("value").cast("binary"), F.col("value_binary"))
                            .alias("value"), "headers")
@@ -257,7 +259,7 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
     _save(frame, options)
     counted = observation.get
     if controls is not None:
-        controls.extend(counted["_controls"])
+        controls.extend(json.loads(counted["_controls"]))
     summary = {topic: int(counted[f"_{index}"]) for index, topic in enumerate(known) if counted[f"_{index}"]}
     rest = int(counted["_total"]) - sum(summary.values())
     if rest and not others_expected:
@@ -265,7 +267,7 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
                             f"expected and created; report this as a bug, with the connector configuration (its "
                             f"secrets removed)")
     if rest:
-        others = ", ".join(sorted(counted["_others"]))
+        others = ", ".join(sorted(json.loads(counted["_others"])))
         log.warning("%d records went to %s, which cdckit had not listed before the write (a table dropped or "
                     "renamed since its changes were made); the broker created any missing topic with its own "
                     "defaults", rest, others)
