@@ -244,12 +244,13 @@ def _write_in_one_pass(df: DataFrame, options: Mapping[str, str], topics: TopicM
         topics.ensure(known)
     observation = Observation("cdckit_kafka_counts")
     is_record = ~F.col("op").startswith("_")
-    in_known = F.col("topic").isin(known) if known else F.lit(False)
     metrics = [F.count_if(is_record).alias("_total"),
                *[F.count_if(is_record & (F.col("topic") == topic)).alias(f"_{index}") for index, topic in
-                 enumerate(known)],
-               # lists travel as JSON text: PySpark 4.0's Observation hands arrays back as Java objects
-               F.to_json(F.collect_set(F.when(is_record & ~in_known, F.col("topic")))).alias("_others")]
+                 enumerate(known)]]
+    # lists travel as JSON text: PySpark 4.0's Observation hands arrays back as Java objects
+    if others_expected:
+        in_known = F.col("topic").isin(known) if known else F.lit(False)
+        metrics.append(F.to_json(F.collect_set(F.when(is_record & ~in_known, F.col("topic")))).alias("_others"))
     if controls is not None:
         metrics.append(F.to_json(F.collect_list(F.when(~is_record, F.col("value")))).alias("_controls"))
     records = df.observe(observation, *metrics).filter(is_record)

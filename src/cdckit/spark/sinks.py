@@ -275,10 +275,10 @@ class Sink:
               topics: Callable[[], list[str]] | None = None) -> WriteSummary:
         """Write one micro-batch; ``source_wrote``: its source wrote the records itself (``source_writes``).
         ``topics``: the batch is one partition in position order, and this gives the topics of the tables captured
-        now (the Kafka sink then writes it in one pass, where ``kafka_in_one_pass``)."""
+        now; given only where ``kafka_in_one_pass``, for the Kafka sink to write the batch in one pass."""
         if source_wrote:
             return self.written(df, controls, "the stream stopped")
-        if topics is not None and self.kind == "kafka" and kafka_in_one_pass(self.options):
+        if topics is not None:
             from cdckit.spark.kafka_sink import write_kafka
 
             return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls,
