@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-fast test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-delta test-fast test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -54,8 +54,12 @@ $(CHECKOV_STAMP):
 	.venv-checkov/bin/pip install --quiet 'checkov>=3.2,<4'
 	touch $(CHECKOV_STAMP)
 
-test: $(STAMP) $(CHECKOV_STAMP)  ## run the whole test suite
+test: $(STAMP) $(CHECKOV_STAMP) $(OLDEST_STAMP)  ## run the whole test suite (the Delta sink's on the Spark with Delta)
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-delta
+
+test-delta: $(OLDEST_STAMP)  ## the Delta sink's suites, on the oldest supported Spark (EMR's) with its Delta Lake
+	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest tests/delta
 
 test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata, schemas off and single message transforms
 	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d,smt-a,smt-b,smt-c $(BIN)/python -m pytest tests/integration/test_debezium_parity.py

@@ -85,6 +85,25 @@ def spark_kafka_jars(spark_version: str | None = None) -> list[Path]:
     ], keep=("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2"))
 
 
+def delta_jars(spark_version: str | None = None) -> list[Path]:
+    """Delta Lake's jars for a Spark release (the running PySpark's by default): delta-spark, delta-storage and
+    the ANTLR runtime its SQL parser needs (Spark ships the rest)."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    build = versions.delta_build(spark_version)
+    if build is None:
+        tested = ", ".join(f"Spark {minor}.x with Delta {version}"
+                           for minor, (_, version) in versions.DELTA_BUILDS.items())
+        raise CdcKitError(f"cdckit.sink=delta: cdckit runs Delta Lake on {tested}, not on Spark {spark_version}; run "
+                          f"the job on such a Spark, or start it with spark-submit and add the Delta Lake build made "
+                          f"for your Spark minor yourself (--packages io.delta:...)")
+    artifact, version = build
+    return fetch(f"delta-{artifact}-{version}", [("io.delta", artifact, version, ())],
+                 keep=("delta-spark", "delta-storage", "antlr4-runtime"))
+
+
 def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str = versions.MSK_IAM_AUTH,
                    hadoop_aws: str = versions.HADOOP_AWS) -> list[Path]:
     """The jars the job image adds to its Spark release: the Kafka connector, MSK IAM authentication and S3A

@@ -141,7 +141,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     from cdckit.spark.session import get_spark
 
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
-    spark = get_spark(kafka=config.str("cdckit.sink") in ("kafka", "eventhubs"))
+    sink = config.str("cdckit.sink")
+    spark = get_spark(kafka=sink in ("kafka", "eventhubs"), delta=sink == "delta")
     if args.command == "snapshot":
         # schema_only is Debezium's earlier name of no_data (the stream and SQL Server's snapshot read it so too)
         report = run_snapshot(spark, config, data=config.str("snapshot.mode") not in ("no_data", "schema_only"))

@@ -115,16 +115,23 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
                     f"without a snapshot, set snapshot.mode=never")
 
     table_names = [t.qualified_name for t in tables]
-    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names})
+    # The consistent points of earlier attempts that did not finish: the Delta sink replaces their rows.
+    attempts = [int(p) for p in state.get("attempts", [])] if state and state.get("status") == "started" else []
+    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
+                                  "attempts": attempts})
     _clear_snapshot_files(config)
     exported = create_slot_exporting_snapshot(options)
+    attempts.append(exported.consistent_point)
+    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
+                                  "attempts": attempts})
     try:
         rows: WriteSummary = {}
         if data:
             sink = Sink(spark, options)
             folder = sink.source_writes()
             df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder)
-            rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables))
+            rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables),
+                                                                 replaces=attempts)
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),

@@ -39,6 +39,12 @@ KAFKA_CONNECTOR_BUILDS = ("4.0.0", "4.0.1", "4.0.2", "4.0.3", "4.0.4", "4.1.0", 
                           "4.2.0")
 KAFKA_TOKEN_PROVIDER_BUILDS = ("4.0.0", "4.1.1", "4.2.0")
 
+# Delta Lake (io.delta) builds by Spark minor: Delta reaches into Spark's internals, so each build runs only on the
+# minor it was made for (Delta 4.4.0's build for Spark 4.2 fails on 4.3 at its first idempotent write). Spark 4.0 takes
+# the Delta release EMR's Spark 4 runtime ships, which the tests run. Spark 4.1 to 4.3 have none here: their Delta
+# builds are not tested by cdckit, and Spark 4.3 has none at all (decision 0025).
+DELTA_BUILDS = {"4.0": ("delta-spark_2.13", "4.0.0")}  # emr-spark-8.0.0's Delta
+
 
 def release(version: str) -> tuple[int, ...]:
     """``"4.0.2"`` -> ``(4, 0, 2)``; suffixes such as ``.dev0`` or ``-amzn-0`` are dropped."""
@@ -71,3 +77,9 @@ def kafka_connector(spark_version: str) -> tuple[str, str]:
                       or _newest_build(KAFKA_TOKEN_PROVIDER_BUILDS, connector, same_minor=False))
     assert token_provider is not None
     return connector, token_provider
+
+
+def delta_build(spark_version: str) -> tuple[str, str] | None:
+    """The (artifact, version) of Delta Lake cdckit runs on a Spark release, or None."""
+    minor = ".".join(str(part) for part in release(spark_version)[:2])
+    return DELTA_BUILDS.get(minor)

@@ -440,12 +440,14 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
                         "with --set database.dbname=...")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
-    if values.get("cdckit.sink") == "lake":
+    if values.get("cdckit.sink") in ("lake", "delta"):
+        sink = values.get("cdckit.sink")
         if values.get("cdckit.message.format") == "qlik":
-            problems.append("cdckit.sink=lake writes change rows from Debezium envelopes; cdckit.message.format=qlik "
-                            "is for the files, kafka and eventhubs sinks")
+            problems.append(f"cdckit.sink={sink} writes change rows from Debezium envelopes; cdckit.message.format="
+                            f"qlik is for the files, kafka and eventhubs sinks")
         if values.get("value.converter.schemas.enable") is False:
-            problems.append("cdckit.sink=lake reads each event's schema; remove value.converter.schemas.enable=false")
+            problems.append(f"cdckit.sink={sink} reads each event's schema; remove value.converter.schemas.enable="
+                            f"false")
     if values.get("cdckit.sink") == "eventhubs":
         if not values.get("cdckit.eventhubs.namespace"):
             problems.append("cdckit.eventhubs.namespace is required for cdckit.sink=eventhubs")
@@ -482,6 +484,7 @@ def _check_transforms(values: dict[str, object], problems: list[str], passthroug
     if values.get("cdckit.message.format") == "qlik":
         problems.append("transforms apply to Debezium's records; cdckit.message.format=qlik writes Qlik Replicate "
                         "messages, which they do not know: remove the transforms or use the Debezium format")
-    if values.get("cdckit.sink") == "lake":
-        problems.append("cdckit.sink=lake writes change rows from Debezium envelopes and applies no transforms; remove "
-                        "the transforms for the lake sink (its tables hold the after image already)")
+    if values.get("cdckit.sink") in ("lake", "delta"):
+        sink = values.get("cdckit.sink")
+        problems.append(f"cdckit.sink={sink} writes change rows from Debezium envelopes and applies no transforms; "
+                        f"remove the transforms for the {sink} sink (its tables hold the after image already)")

@@ -31,6 +31,8 @@ def node_local_paths(options: Mapping[str, str]) -> list[tuple[str, str]]:
         used.append("cdckit.output.path")
     if sink == "lake":
         used.append("cdckit.lake.path")
+    if sink == "delta":
+        used.append("cdckit.delta.path")
     found = []
     for name in used:
         path = options.get(name) or str(BY_NAME[name].default)
@@ -53,6 +55,6 @@ def check_paths_for(master: str, options: Mapping[str, str]) -> None:
     listed = ", ".join(f"{name}={path}" for name, path in local)
     raise ConfigurationError([
         f"{listed}: a path on one machine, but Spark runs executors on other machines (master {master}), so each "
-        f"node would write to and read from its own disk. Use an s3:// location (checkpoint, lake) or the kafka "
+        f"node would write to and read from its own disk. Use an s3:// location (checkpoint, lake, delta) or the kafka "
         f"sink, or put the path on a filesystem every node mounts at the same place (NFS, EFS) and set "
         f"cdckit.local.paths.shared=true"])

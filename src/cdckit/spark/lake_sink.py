@@ -200,11 +200,18 @@ def lake_filesystem(location: str) -> tuple[Any, str]:
     return StateStore(location).filesystem()
 
 
-def stage_writer(location: str, label: str, per_partition: bool
+def staging_folder(root: str, topic: str, label: str) -> str:
+    """Where a batch's files of a topic are staged: inside the lake table's folder."""
+    return f"{root}/{folder_name(topic)}/{STAGING}/{label}"
+
+
+def stage_writer(location: str, label: str, per_partition: bool,
+                 staging: Callable[[str, str, str], str] = staging_folder
                  ) -> Callable[[Iterable[Any]], Iterator[tuple[str, Any]]]:
-    """The executor side: write a partition's data events as staged Parquet files, one per (topic, schema);
-    yields ``("_lake", <staged file description>)``, ``("_control", <control value>)`` for control rows, and
-    ``(topic, 0)`` for the records it does not store (so the driver reports every topic)."""
+    """The executor side: write a partition's data events as staged Parquet files, one per (topic, schema), in
+    ``staging(root, topic, label)``; yields ``("_lake", <staged file description>)``, ``("_control", <control
+    value>)`` for control rows, and ``(topic, 0)`` for the records it does not store (so the driver reports every
+    topic)."""
 
     def write(rows: Iterable[Any]) -> Iterator[tuple[str, Any]]:
         import orjson
@@ -235,7 +242,7 @@ def stage_writer(location: str, label: str, per_partition: bool
             if staged is None:
                 number = per_topic[topic]
                 per_topic[topic] += 1
-                folder = f"{root}/{folder_name(topic)}/{STAGING}/{label}"
+                folder = staging(root, topic, label)
                 fs.create_dir(folder, recursive=True)
                 name = f"{label}{suffix}-{number}.parquet"
                 key = _key_names(orjson.loads(row["key"]) if row["key"] else None)
@@ -244,7 +251,8 @@ def stage_writer(location: str, label: str, per_partition: bool
         for (topic, _), staged in files.items():
             staged.close()
             yield ("_lake", json.dumps({
-                "topic": topic, "table": staged.table, "file": staged.path.rsplit("/", 1)[1], "rows": staged.rows,
+                "topic": topic, "table": staged.table, "file": staged.path.rsplit("/", 1)[1], "path": staged.path,
+                "rows": staged.rows,
                 "position": staged.first_position, "schema": staged.row_schema, "key": staged.key}))
         for topic in skipped:
             yield (topic, 0)

@@ -27,11 +27,17 @@ def submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ or SparkSession.getActiveSession() is not None
 
 
-def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) -> SparkSession:
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, delta: bool = False) -> SparkSession:
     """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered.
 
-    ``kafka`` puts Spark's Kafka connector on a local session's class path (fetched once from Maven Central);
-    with spark-submit, pass it yourself (``--jars`` or ``--packages``).
+    ``kafka`` puts Spark's Kafka connector on a local session's class path, ``delta`` Delta Lake (with its SQL
+    extension and catalog), both fetched once from Maven Central; with spark-submit, pass them yourself
+    (``--jars`` or ``--packages``, and for Delta the two ``spark.sql`` settings; on EMR, the ``delta-defaults``
+    classification).
     """
     check_spark()
     # Spark's Python workers must use this interpreter (and so this virtualenv's packages).
@@ -43,10 +49,22 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False) 
         builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
         builder = builder.config("spark.sql.shuffle.partitions", "4")
         builder = builder.config("spark.ui.enabled", "false")
+        jars = []
         if kafka:
             from cdckit.artifacts import spark_kafka_jars
 
-            builder = builder.config("spark.jars", ",".join(str(jar) for jar in spark_kafka_jars()))
+            jars += spark_kafka_jars()
+        if delta:
+            from cdckit.artifacts import delta_jars
+
+            jars += delta_jars()
+            builder = builder.config("spark.sql.extensions", DELTA_EXTENSION)
+            builder = builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+            # Delta rebuilds a table's state in this many tasks (50 by default), which on a few local cores costs
+            # more than the state itself.
+            builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+        if jars:
+            builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = builder.config("spark.ui.showConsoleProgress", "false")

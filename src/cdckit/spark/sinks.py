@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,7 +194,8 @@ def kafka_in_one_pass(options: Mapping[str, str]) -> bool:
 
 
 class Sink:
-    """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``lake`` (``cdckit.sink``)."""
+    """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs``, ``lake`` or ``delta``
+    (``cdckit.sink``)."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
         self.kind = options.get("cdckit.sink", "files")
@@ -206,6 +207,11 @@ class Sink:
 
             kafka_options(options)  # configuration problems surface before any data is read
             self._topics = TopicManager(spark, options)
+        self._delta: Any = None
+        if self.kind == "delta":
+            from cdckit.spark.delta_sink import DeltaSink
+
+            self._delta = DeltaSink(spark, options)
 
     def _transformed(self, df: DataFrame) -> DataFrame:
         """The records through the configured single message transforms (``transforms=...``)."""
@@ -214,13 +220,24 @@ class Sink:
         return transformed(df, self.options)
 
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
-                 controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
+                 controls_dir: str | None = None, topics: list[str] | None = None,
+                 replaces: Sequence[int] | None = None) -> WriteSummary:
         """Write a snapshot; a cdckit error raised in a Spark task comes back as itself, one line. ``topics``: the
         topics of the snapshot's records as the source names them, when known before reading (the Kafka sink then
-        writes in one pass)."""
+        writes in one pass). ``replaces``: the snapshot reads whole tables at the last of these positions, the
+        others being earlier attempts that did not finish (the Delta sink replaces their rows)."""
         from cdckit.errors import from_spark
 
         with from_spark("the snapshot stopped"):
+            if self._delta is not None:
+                found: list[str] = []
+                summary = self._delta.commit(on_partitions(df, self._delta.stage_writer("snapshot")), "snapshot",
+                                             found, replaces=replaces)
+                if controls_dir:
+                    _persist_controls(controls_dir, found)  # only once the rows are committed
+                if controls is not None:
+                    controls.extend(found)
+                return summary  # type: ignore[no-any-return]
             transformed = self._transformed(df)
             known = topics if transformed is df and self.options.get("cdckit.message.format", "debezium") == \
                 "debezium" else None
@@ -278,6 +295,13 @@ class Sink:
         now; given only where ``kafka_in_one_pass``, for the Kafka sink to write the batch in one pass."""
         if source_wrote:
             return self.written(df, controls, "the stream stopped")
+        if self._delta is not None:
+            from cdckit.spark.delta_sink import stream_app_id
+
+            app = stream_app_id(self.options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+            label = f"stream-{batch_id:012d}"
+            return self._delta.commit(on_partitions(df, self._delta.stage_writer(label)),  # type: ignore[no-any-return]
+                                      label, controls, txn=(app, batch_id))
         if topics is not None:
             from cdckit.spark.kafka_sink import write_kafka
 
