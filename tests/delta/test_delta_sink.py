@@ -1,17 +1,24 @@
 """The Delta sink against real PostgreSQL, Spark and Delta Lake: change tables written once, state tables kept by
-MERGE that equal the source, read back with Spark and with delta-rs (the ``deltalake`` package)."""
+MERGE that equal the source, structure changes, read back with Spark and with delta-rs (the ``deltalake`` package,
+which shares no code with the writer)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
+from deltalake import DeltaTable
 from helpers import execute, fetch, make_config
 
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.errors import CdcKitError
+from cdckit.pipeline import read_snapshot_state, run_snapshot, run_stream, write_snapshot_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+TOPIC = "it.public.accounts"
 
 
 def _state(spark: Any, delta: Path, topic: str, columns: str) -> list[tuple[Any, ...]]:
@@ -24,11 +31,24 @@ def _changes(spark: Any, delta: Path, topic: str) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in df.orderBy("__commit_lsn", "__lsn", "__serial").select("id", "__op").collect()]
 
 
+def _history(spark: Any, path: Path) -> list[str]:
+    return [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
+
+
+def _accounts(postgres: Any, database: str, rows: int = 50) -> str:
+    dsn = str(postgres.dsn(database))
+    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text, balance numeric(12,2))",
+            f"INSERT INTO public.accounts SELECT g, 'owner ' || g, g * 10 FROM generate_series(1, {rows}) g")
+    return dsn
+
+
+def _source(dsn: str) -> list[tuple[Any, ...]]:
+    return sorted(fetch(dsn, "SELECT id, owner, balance FROM public.accounts"))
+
+
 def test_state_table_equals_the_source_after_inserts_updates_deletes_and_key_updates(
         postgres: Any, spark: Any, database: str, workdir: Path) -> None:
-    dsn = postgres.dsn(database)
-    execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text, balance numeric(12,2))",
-            "INSERT INTO public.accounts SELECT g, 'owner ' || g, g * 10 FROM generate_series(1, 50) g")
+    dsn = _accounts(postgres, database)
     delta = workdir / "delta"
     config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
     run_snapshot(spark, config)
@@ -40,14 +60,152 @@ def test_state_table_equals_the_source_after_inserts_updates_deletes_and_key_upd
             "UPDATE public.accounts SET owner = 'thrice' WHERE id = 1")
     run_stream(spark, config)
 
-    source = sorted(fetch(dsn, "SELECT id, owner, balance FROM public.accounts"))
-    assert _state(spark, delta, "it.public.accounts", "id,owner,balance") == source
-    changes = _changes(spark, delta, "it.public.accounts")
+    source = _source(dsn)
+    assert _state(spark, delta, TOPIC, "id,owner,balance") == source
+    changes = _changes(spark, delta, TOPIC)
     assert len([c for c in changes if c[1] == "r"]) == 50
     assert (30, "d") in changes and (100, "c") in changes and changes.count((1, "u")) == 3
-
-    from deltalake import DeltaTable
-
-    read = DeltaTable(str(delta / "state" / "it.public.accounts")).to_pyarrow_table().to_pylist()
+    # delta-rs reads both tables as Spark does
+    read = DeltaTable(str(delta / "state" / TOPIC)).to_pyarrow_table().to_pylist()
     assert sorted((r["id"], r["owner"], r["balance"]) for r in read) == source
-    assert len(DeltaTable(str(delta / "changes" / "it.public.accounts")).to_pyarrow_table()) == len(changes)
+    assert len(DeltaTable(str(delta / "changes" / TOPIC)).to_pyarrow_table()) == len(changes)
+    # the change data feed is on
+    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0) \
+        .load(str(delta / "state" / TOPIC))
+    assert feed.filter("_change_type = 'delete'").count() == 6  # ids 20-24 and the moved 30
+
+
+def test_snapshot_under_concurrent_writes_then_stream_reconciles(postgres: Any, spark: Any, database: str,
+                                                                 workdir: Path) -> None:
+    dsn = _accounts(postgres, database, rows=20_000)
+    delta = workdir / "delta"
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta),
+                                                         "max.batch.size": "2000"})
+    stop, done = threading.Event(), [0]
+
+    def write() -> None:
+        conn = psycopg2.connect(dsn)
+        conn.autocommit = True
+        next_id = 100_000
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                next_id += 1
+                cur.execute("INSERT INTO public.accounts VALUES (%s, 'w', 1)", (next_id,))
+                cur.execute("UPDATE public.accounts SET balance = balance + 1 WHERE id = %s", (next_id % 20_000 + 1,))
+                cur.execute("DELETE FROM public.accounts WHERE id = %s", ((next_id * 7) % 20_000 + 1,))
+                cur.execute("UPDATE public.accounts SET id = -id WHERE id = %s", ((next_id * 13) % 20_000 + 1,))
+                done[0] += 1
+                stop.wait(0.01)
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        run_snapshot(spark, config)
+    finally:
+        stop.set()
+        writer.join()
+    assert done[0] > 20
+    report = run_stream(spark, config)
+    assert report.batches >= 2
+    assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
+
+
+def test_a_replayed_stream_batch_commits_nothing_twice(postgres: Any, spark: Any, database: str,
+                                                       workdir: Path) -> None:
+    dsn = _accounts(postgres, database)
+    delta = workdir / "delta"
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    run_snapshot(spark, config)
+    execute(dsn, "UPDATE public.accounts SET balance = 0 WHERE id <= 5", "DELETE FROM public.accounts WHERE id = 9")
+
+    def crash_after_the_sink(batch_id: int, summary: Any) -> None:
+        raise RuntimeError("the process died after the batch's Delta commits, before Spark recorded the batch")
+
+    with pytest.raises(Exception, match="process died"):
+        run_stream(spark, config, on_batch=crash_after_the_sink)
+    committed = _history(spark, delta / "changes" / TOPIC)
+    assert committed.count("WRITE") == 2  # the snapshot and batch 0
+    report = run_stream(spark, config)  # Spark runs batch 0 again
+    assert report.batches == 1 and report.events_per_topic == {TOPIC: 6}
+    assert _history(spark, delta / "changes" / TOPIC) == committed  # nothing committed again
+    assert _changes(spark, delta, TOPIC).count((9, "d")) == 1
+    assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
+
+
+def test_a_restarted_snapshot_replaces_the_unfinished_attempt(postgres: Any, spark: Any, database: str,
+                                                              workdir: Path) -> None:
+    dsn = _accounts(postgres, database)
+    delta = workdir / "delta"
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    first = run_snapshot(spark, config)
+    # As if the job died after the tables were written but before the snapshot was recorded as complete.
+    state = read_snapshot_state(config)
+    assert state is not None
+    write_snapshot_state(config, {"status": "started", "slot_name": state["slot_name"], "tables": state["tables"],
+                                  "attempts": [parse_lsn(first.consistent_point)]})
+    execute(dsn, "DELETE FROM public.accounts WHERE id > 40", "INSERT INTO public.accounts VALUES (60, 'late', 6)")
+    second = run_snapshot(spark, config)
+    assert second.status == "completed" and second.consistent_point != first.consistent_point
+
+    changes = _changes(spark, delta, TOPIC)
+    assert len(changes) == 41 and {op for _, op in changes} == {"r"}  # only the second attempt's rows
+    assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
+
+
+def test_structure_changes_add_and_widen_columns_and_stop_on_what_delta_cannot_follow(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    dsn = str(postgres.dsn(database))
+    execute(dsn, "CREATE TABLE public.items (id integer PRIMARY KEY, code integer, qty smallint)",
+            "INSERT INTO public.items VALUES (1, 10, 1)")
+    delta = workdir / "delta"
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    run_snapshot(spark, config)
+    execute(dsn, "ALTER TABLE public.items ADD COLUMN note text", "INSERT INTO public.items VALUES (2, 20, 2, 'n')",
+            "ALTER TABLE public.items ALTER COLUMN qty TYPE bigint", "UPDATE public.items SET qty = 5000000000 "
+            "WHERE id = 1")
+    run_stream(spark, config)
+    for kind in ("changes", "state"):
+        schema = {f.name: f.dataType.simpleString()
+                  for f in spark.read.format("delta").load(str(delta / kind / "it.public.items")).schema.fields}
+        assert schema["note"] == "string" and schema["qty"] == "bigint", (kind, schema)
+    assert _state(spark, delta, "it.public.items", "id,code,qty,note") == [(1, 10, 5_000_000_000, None),
+                                                                           (2, 20, 2, "n")]
+
+    changes_before = _history(spark, delta / "changes" / "it.public.items")
+    state_before = _history(spark, delta / "state" / "it.public.items")
+    execute(dsn, "ALTER TABLE public.items ALTER COLUMN code TYPE text", "INSERT INTO public.items VALUES "
+            "(3, 'A-30', 3, 'x')")
+    with pytest.raises(CdcKitError) as stopped:
+        run_stream(spark, config)
+    message = str(stopped.value)
+    assert "public.items" in message and "'code'" in message and "int to string" in message
+    assert "Choices" in message and "resumes from it" in message
+    assert _history(spark, delta / "changes" / "it.public.items") == changes_before
+    assert _history(spark, delta / "state" / "it.public.items") == state_before
+    assert not list((delta / "_staging").rglob("*.parquet"))
+
+
+def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: Any, spark: Any, database: str,
+                                                                      workdir: Path) -> None:
+    dsn = str(postgres.dsn(database))
+    execute(dsn, "CREATE TABLE public.events (at integer, what text)", "ALTER TABLE public.events REPLICA "
+            "IDENTITY FULL", "INSERT INTO public.events VALUES (1, 'a'), (2, 'b')")
+    delta = workdir / "delta"
+    both = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    with pytest.raises(CdcKitError, match=r"no primary key.*message\.key\.columns.*cdckit\.delta\.mode=changes"):
+        run_snapshot(spark, both)
+    assert not (delta / "state").exists()
+    changes = make_config(postgres, database, workdir / "second", **{
+        "cdckit.sink": "delta", "cdckit.delta.path": str(delta), "cdckit.delta.mode": "changes",
+        "cdckit.delta.partition.columns": "__op", "slot.name": "second"})
+    run_snapshot(spark, changes)
+    execute(dsn, "INSERT INTO public.events VALUES (3, 'c')", "DELETE FROM public.events WHERE at = 1")
+    run_stream(spark, changes)
+    table = delta / "changes" / "it.public.events"
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").collect()[0]
+    assert list(detail["partitionColumns"]) == ["__op"]
+    assert detail["properties"]["delta.enableChangeDataFeed"] == "true"
+    ops = sorted((r["at"], r["__op"]) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist())
+    assert ops == [(1, "d"), (1, "r"), (2, "r"), (3, "c")]
+    assert not (delta / "state").exists()

@@ -222,3 +222,15 @@ def test_the_readme_table_states_the_versions() -> None:
         f"README.md names the EMR releases {sorted(labels)}; the deploy target is {versions.EMR_RELEASE_LABEL}")
     for stated in re.findall(r"sparkVersion: ([\d.]+)", readme):
         assert stated == versions.TARGET_SPARK, f"README.md says sparkVersion: {stated}; write {versions.TARGET_SPARK}"
+
+
+@pytest.mark.parametrize(("spark", "expected"), [
+    ("4.0.2", ("delta-spark_2.13", "4.0.0")), ("4.0.2-amzn-0", ("delta-spark_2.13", "4.0.0")),
+    ("4.0.9", ("delta-spark_2.13", "4.0.0")), ("4.1.1", None), ("4.2.0", None), ("4.3.0", None),
+])
+def test_delta_runs_on_the_spark_minor_its_build_was_made_for(spark: str, expected: tuple[str, str] | None) -> None:
+    assert versions.delta_build(spark) == expected
+
+
+def test_the_target_runtime_has_the_delta_release_emr_ships() -> None:
+    assert versions.delta_build(versions.TARGET_SPARK) == ("delta-spark_2.13", "4.0.0")
