@@ -6,7 +6,8 @@
 #                                                     the image's own PySpark (it installs none)
 #   install.sh jars <folder> <spark> <aws-msk-iam-auth> <hadoop-aws>
 #                                                     Spark's Kafka connector for that Spark release, MSK IAM
-#                                                     auth and S3A jars
+#                                                     auth and S3A jars, and Delta Lake's unless the image has
+#                                                     its own (EMR's, in $EMR_DELTA_LIB)
 set -euo pipefail
 
 step="${1:?usage: install.sh system-packages|python|jars ...}"
@@ -73,8 +74,14 @@ case "$step" in
            "--build-arg SPARK_VERSION=${spark%%-*} (the Kafka connector must match the image's Spark)" >&2
       exit 1
     fi
+    delta=()
+    # EMR's images carry the Delta release of their runtime, which the delta-defaults classification (or
+    # spark.jars from this folder) switches on: a second copy on Spark's class path would clash with it.
+    if compgen -G "${EMR_DELTA_LIB:-/usr/share/aws/delta/lib}/delta-spark*.jar" >/dev/null; then
+      delta=(--no-delta)
+    fi
     python3 -m cdckit.artifacts spark-jars "$target" --spark "$spark_version" --msk-iam-auth "$msk" \
-      --hadoop-aws "$hadoop"
+      --hadoop-aws "$hadoop" "${delta[@]}"
     ;;
   *)
     echo "install.sh: unknown step $step (system-packages, python, jars)" >&2

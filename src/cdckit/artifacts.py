@@ -105,11 +105,13 @@ def delta_jars(spark_version: str | None = None) -> list[Path]:
 
 
 def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str = versions.MSK_IAM_AUTH,
-                   hadoop_aws: str = versions.HADOOP_AWS) -> list[Path]:
+                   hadoop_aws: str = versions.HADOOP_AWS, delta: bool = True) -> list[Path]:
     """The jars the job image adds to its Spark release: the Kafka connector, MSK IAM authentication and S3A
     (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies: the AWS SDK they need is part of EMR's
-    images; on Apache's image add the SDK bundle matching hadoop-aws)."""
+    images; on Apache's image add the SDK bundle matching hadoop-aws), and with ``delta`` Delta Lake's."""
     jars = spark_kafka_jars(spark_version)
+    if delta:
+        jars += delta_jars(spark_version)
     jars += fetch(f"job-image-aws-{msk_iam_auth}-{hadoop_aws}", [
         ("software.amazon.msk", "aws-msk-iam-auth", msk_iam_auth, (("*", "*"),)),
         ("org.apache.hadoop", "hadoop-aws", hadoop_aws, (("*", "*"),)),
@@ -127,12 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the image's Spark release (the Kafka connector is chosen for it)")
     parser.add_argument("--msk-iam-auth", default=versions.MSK_IAM_AUTH)
     parser.add_argument("--hadoop-aws", default=versions.HADOOP_AWS)
+    parser.add_argument("--no-delta", action="store_true", help="leave Delta Lake out (the image has its own)")
     args = parser.parse_args(argv)
     if not versions.supported(args.spark):
         parser.error(f"Spark {args.spark} is outside cdckit's range: {versions.OLDEST_SPARK} to below "
                      f"{versions.SPARK_BELOW}")
     args.target.mkdir(parents=True, exist_ok=True)
-    for jar in job_image_jars(args.spark, args.msk_iam_auth, args.hadoop_aws):
+    for jar in job_image_jars(args.spark, args.msk_iam_auth, args.hadoop_aws, delta=not args.no_delta):
         shutil.copy2(jar, args.target / jar.name)
         print(jar.name)
     return 0

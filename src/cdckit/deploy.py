@@ -171,7 +171,9 @@ class Deployment:
                     "entryPoint": uris[job],
                     "entryPointArguments": [uris["connector"]],
                     "sparkSubmitParameters": "--conf spark.executor.cores=2 --conf spark.executor.memory=4g "
-                                             "--conf spark.sql.shuffle.partitions=16"}},
+                                             "--conf spark.sql.shuffle.partitions=16"
+                                             + "".join(f" --conf {k}={v}" for k, v in
+                                                       delta_conf(outputs, EMR_DELTA_JARS).items())}},
                 "configurationOverrides": logs,
                 "tags": {"project": "cdckit", "environment": self.env, "job": job},
             })
@@ -221,6 +223,7 @@ class Deployment:
                     "arguments": [uris["connector"]], "sparkVersion": versions.TARGET_SPARK,
                     "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3} if job == "stream"
                     else {"type": "Never"},
+                    **({"sparkConf": delta_conf(outputs)} if delta_conf(outputs) else {}),
                     "driver": {"cores": 1, "memory": "2g",
                                "serviceAccount": outputs.get("service_account", "cdckit-jobs")},
                     "executor": {"cores": 2, "instances": 2, "memory": "4g"},
@@ -237,6 +240,21 @@ class Deployment:
                 path.write_text(json.dumps(manifest, indent=2))
                 subprocess.run(["kubectl", "apply", "-f", str(path)], check=True)
         return folder
+
+
+# Where EMR's images keep the Delta release of their runtime.
+EMR_DELTA_JARS = "/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar"
+
+
+def delta_conf(outputs: Mapping[str, Any], jars: str | None = None) -> dict[str, str]:
+    """The Spark settings a job needs when its connector writes to Delta (``cdckit.sink=delta``): Delta's SQL
+    extension and catalog, and on EMR its own Delta jars (the job image has them in Spark's jars folder)."""
+    if (outputs.get("connector") or {}).get("cdckit.sink") != "delta":
+        return {}
+    from cdckit.spark.session import DELTA_CATALOG, DELTA_EXTENSION
+
+    conf = {"spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG}
+    return {"spark.jars": jars, **conf} if jars else conf
 
 
 def deploy(deployment: Deployment, image: str | None = None, clients: Mapping[str, Any] | None = None

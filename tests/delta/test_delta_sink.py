@@ -80,7 +80,7 @@ def test_snapshot_under_concurrent_writes_then_stream_reconciles(postgres: Any, 
     dsn = _accounts(postgres, database, rows=20_000)
     delta = workdir / "delta"
     config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta),
-                                                         "max.batch.size": "2000"})
+                                                         "max.batch.size": "500"})
     stop, done = threading.Event(), [0]
 
     def write() -> None:
@@ -130,6 +130,17 @@ def test_a_replayed_stream_batch_commits_nothing_twice(postgres: Any, spark: Any
     assert report.batches == 1 and report.events_per_topic == {TOPIC: 6}
     assert _history(spark, delta / "changes" / TOPIC) == committed  # nothing committed again
     assert _changes(spark, delta, TOPIC).count((9, "d")) == 1
+    assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
+
+
+def test_a_table_whose_creation_was_killed_is_created_again(postgres: Any, spark: Any, database: str,
+                                                            workdir: Path) -> None:
+    dsn = _accounts(postgres, database)
+    delta = workdir / "delta"
+    # what a kill -9 between Delta making the log folder and writing its first commit leaves behind
+    (delta / "state" / TOPIC / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    run_snapshot(spark, config)
     assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
 
 

@@ -21,8 +21,10 @@ def _spark_home(tmp_path: Path, release: str) -> Path:
     return home
 
 
-def _run(*args: str, spark_home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+def _run(*args: str, spark_home: Path | None = None, emr_delta: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "EMR_DELTA_LIB": str(emr_delta or "/nonexistent")}
     env.pop("SPARK_HOME", None)
     if spark_home is not None:
         env["SPARK_HOME"] = str(spark_home)
@@ -37,11 +39,26 @@ def test_jars_step_puts_the_images_kafka_connector_msk_iam_and_s3a_jars_in_spark
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
     connector, token_provider = versions.kafka_connector(spark)
     assert connector == spark
+    artifact, delta = versions.DELTA_BUILDS["4.0"]
     for expected in (f"spark-sql-kafka-0-10_2.13-{connector}.jar",
                      f"spark-token-provider-kafka-0-10_2.13-{token_provider}.jar", "kafka-clients-",
-                     f"aws-msk-iam-auth-{versions.MSK_IAM_AUTH}.jar", f"hadoop-aws-{versions.HADOOP_AWS}.jar"):
+                     f"aws-msk-iam-auth-{versions.MSK_IAM_AUTH}.jar", f"hadoop-aws-{versions.HADOOP_AWS}.jar",
+                     f"{artifact}-{delta}.jar", f"delta-storage-{delta}.jar", "antlr4-runtime-"):
         assert any(name.startswith(expected) for name in names), (expected, names)
     assert len([n for n in names if n.startswith(("spark-sql-kafka", "spark-token-provider"))]) == 2, names
+    assert not [n for n in names if n.startswith(("scala-library", "hadoop-client"))], names  # Spark's own
+
+
+def test_jars_step_leaves_delta_to_an_emr_image_that_carries_its_own(tmp_path: Path) -> None:
+    emr_delta = tmp_path / "aws-delta"
+    emr_delta.mkdir()
+    (emr_delta / "delta-spark_2.13-4.0.0-amzn-0.jar").write_bytes(b"")
+    spark = versions.TARGET_SPARK
+    result = _run("jars", str(tmp_path / "jars"), spark, versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
+                  spark_home=_spark_home(tmp_path, spark), emr_delta=emr_delta)
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
+    assert any(n.startswith("spark-sql-kafka") for n in names) and not any("delta" in n for n in names), names
 
 
 def test_jars_step_refuses_a_spark_version_other_than_the_images(tmp_path: Path) -> None:

@@ -574,31 +574,6 @@ def test_stream_rotates_capture_instances_itself_when_asked(model: SqlServerMode
     assert _instances(model) == ["dbo_customers_v2"]
 
 
-def test_lake_table_gains_the_column_the_rotation_brings(model: SqlServerModel, spark: Any, workdir: Path) -> None:
-    from cdckit.spark.lake_sink import read_lake_table
-
-    lake = workdir / "lake"
-    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
-                                                 "cdckit.sqlserver.schema.evolution": "stream",
-                                                 "cdckit.sink": "lake", "cdckit.lake.path": str(lake)})
-    with model.transaction("testDB") as tx:
-        tx.insert("dbo", "customers", {"id": 1, "email": "snapshot"})
-    run_snapshot(spark, config)
-    model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("tier", "int"))
-    with model.transaction("testDB") as tx:
-        tx.insert("dbo", "customers", {"id": 2, "email": "old-structure", "tier": 1})
-    run_stream(spark, config)
-    with model.transaction("testDB") as tx:
-        tx.insert("dbo", "customers", {"id": 3, "email": "new-structure", "tier": 3})
-        tx.delete("dbo", "customers", {"id": 1})
-    run_stream(spark, config)
-    rows = read_lake_table(spark, str(lake), TOPIC).orderBy("__commit_lsn", "__lsn", "__serial").collect()
-    assert [(r["id"], r["email"], r["tier"], r["__op"]) for r in rows] == [
-        (1, "snapshot", None, "r"), (2, "old-structure", None, "c"), (3, "new-structure", 3, "c"),
-        (1, "snapshot", None, "d")]
-    assert "added column tier int" in (lake / TOPIC / "_cdckit_lake.json").read_text()
-
-
 def test_offline_database_is_reported_and_the_stream_resumes_when_it_is_back(
         model: SqlServerModel, spark: Any, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})

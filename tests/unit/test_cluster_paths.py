@@ -33,7 +33,7 @@ def test_kafka_with_an_s3_checkpoint_needs_no_local_path_unless_dead_letters_are
                                                   "cdckit.kafka.oversize.handling": "dead-letter"})
 
 
-def test_the_lake_sink_takes_s3() -> None:
-    check_paths_for("yarn", {**S3, "cdckit.sink": "lake", "cdckit.lake.path": "s3a://bucket/lake"})
-    with pytest.raises(ConfigurationError, match=r"cdckit\.lake.path=cdckit-lake"):
-        check_paths_for("yarn", {**S3, "cdckit.sink": "lake"})
+def test_the_delta_sink_takes_s3() -> None:
+    check_paths_for("yarn", {**S3, "cdckit.sink": "delta", "cdckit.delta.path": "s3://bucket/delta"})
+    with pytest.raises(ConfigurationError, match=r"cdckit\.delta\.path=cdckit-delta"):
+        check_paths_for("yarn", {**S3, "cdckit.sink": "delta"})

@@ -328,7 +328,7 @@ def test_transforms_and_the_errors_defaults_are_accepted_and_reach_the_spark_sid
 
 @pytest.mark.parametrize(("settings", "named"), [
     ({"cdckit.message.format": "qlik"}, "cdckit.message.format=qlik"),
-    ({"cdckit.sink": "lake"}, "cdckit.sink=lake"),
+    ({"cdckit.sink": "delta"}, "cdckit.sink=delta"),
 ])
 def test_transforms_are_refused_where_records_are_not_debeziums(settings: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(named)):
@@ -336,15 +336,26 @@ def test_transforms_are_refused_where_records_are_not_debeziums(settings: dict[s
                   "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"})
 
 
-def test_the_lake_sink_refuses_settings_it_cannot_honour() -> None:
+def test_the_delta_sink_refuses_settings_it_cannot_honour() -> None:
     with pytest.raises(ConfigurationError) as failure:
-        validate({**BASE, "cdckit.sink": "lake", "cdckit.message.format": "qlik",
+        validate({**BASE, "cdckit.sink": "delta", "cdckit.message.format": "qlik",
                   "value.converter.schemas.enable": "false"})
     message = str(failure.value)
     assert "2 problems" in message
     assert "cdckit.message.format=qlik is for the files, kafka and eventhubs sinks" in message
     assert "remove value.converter.schemas.enable=false" in message
-    assert validate({**BASE, "cdckit.sink": "lake"}).str("cdckit.lake.path") == "cdckit-lake"
+    config = validate({**BASE, "cdckit.sink": "delta"})
+    assert (config.str("cdckit.delta.path"), config.str("cdckit.delta.mode")) == ("cdckit-delta", "both")
+
+
+@pytest.mark.parametrize("settings", [{"cdckit.sink": "lake"}, {"cdckit.lake.path": "s3://bucket/lake"},
+                                      {"cdckit.sink": "lake", "cdckit.lake.path": "/data/lake"}])
+def test_the_former_parquet_lake_sink_is_refused_with_the_way_to_delta(settings: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError) as failure:
+        validate({**BASE, **settings})
+    message = str(failure.value)
+    assert "1 problem:" in message and "were replaced by cdckit.sink=delta" in message
+    assert "not converted" in message and "new cdckit.checkpoint.location and slot.name" in message
 
 
 @pytest.fixture

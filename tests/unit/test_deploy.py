@@ -139,6 +139,23 @@ def test_kubernetes_runtime_writes_one_spark_application_per_job(capsys: pytest.
     assert stream["restartPolicy"]["type"] == "OnFailure" and manifests[0]["spec"]["restartPolicy"]["type"] == "Never"
 
 
+def test_a_connector_writing_to_delta_gets_delta_in_both_runtimes() -> None:
+    deployment = Deployment("dev", runtime="emr", dry_run=True)
+    outputs = {"connector": {"cdckit.sink": "delta", "cdckit.delta.path": "s3://kit/delta"},
+               "application_id": "app", "jobs_role_arn": "arn", "log_group_name": "logs", "namespace": "cdckit"}
+    uris = {"snapshot": "s3://kit/snapshot.py", "stream": "s3://kit/stream.py", "connector": "s3://kit/c.json"}
+    parameters = deployment.job_runs(outputs, uris)[1]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"]
+    assert "--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in parameters
+    assert "--conf spark.jars=/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar" \
+        in parameters
+    spec = deployment.spark_applications(outputs, uris, "cdckit-job:0.1.0")[1]["spec"]
+    assert spec["sparkConf"] == {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+                                 "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+    kafka = {**outputs, "connector": {"cdckit.sink": "kafka"}}
+    assert "delta" not in deployment.job_runs(kafka, uris)[0]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"]
+    assert "sparkConf" not in deployment.spark_applications(kafka, uris, "i")[0]["spec"]
+
+
 def test_unknown_environment_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--env", "staging"]) == 2
     assert "no environment 'staging'" in capsys.readouterr().err

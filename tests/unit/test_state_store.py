@@ -82,27 +82,34 @@ def _event(op: str, row: dict[str, object], lsn: int, code_type: str = "int32") 
             "table": "public.t", "commit_lsn": lsn, "lsn": lsn, "serial": 0, "source_ts_ms": 1}
 
 
-def test_lake_files_are_staged_then_published_beside_their_schema(store_location: str) -> None:
+def test_change_rows_are_staged_as_typed_parquet_and_a_structure_they_cannot_follow_is_refused(
+        store_location: str) -> None:
     import pyarrow.parquet as pq
 
-    from cdckit.spark.lake_sink import LakeSchemaError, publish, stage_writer
+    from cdckit.spark.change_rows import RowStructure, StructureError, stage_writer
 
-    lake = store_location.replace("/checkpoint", "/lake")
+    location = store_location.replace("/checkpoint", "/delta")
+
+    def staging(root: str, topic: str, label: str) -> str:
+        return f"{root}/_staging/{topic}/{label}"
+
     batch = [_event("c", {"id": 1, "code": 7}, 10), _event("d", {"id": 1, "code": 7}, 11),
              {"topic": "p.public.t", "op": "tombstone", "value": None}]
-    staged = [json_doc for kind, json_doc in stage_writer(lake, "stream-000000000001", False)(batch)
-              if kind == "_lake"]
-    assert len(staged) == 1
-    publish(lake, [json.loads(s) for s in staged], "stream-000000000001")
-    store = StateStore(lake)
-    fs, root = store.filesystem()
-    assert store.names("p.public.t") == ["_cdckit_lake.json", "stream-000000000001-0.parquet"]
-    table = pq.read_table(f"{root}/p.public.t/stream-000000000001-0.parquet", filesystem=fs)
+    staged = [json.loads(doc) for kind, doc in stage_writer(location, "stream-000000000001", False, staging)(batch)
+              if kind == "_staged"]
+    assert [(s["topic"], s["rows"], s["key"], s["position"]) for s in staged] == [("p.public.t", 2, ["id"],
+                                                                                   [10, 10, 0])]
+    store = StateStore(location)
+    fs, _ = store.filesystem()
+    assert store.names("_staging/p.public.t/stream-000000000001") == ["stream-000000000001-0.parquet"]
+    table = pq.read_table(staged[0]["path"], filesystem=fs)
     assert table.to_pydict() == {"id": [1, 1], "code": [7, 7], "__op": ["c", "d"], "__deleted": [False, True],
                                  "__source_ts_ms": [1, 1], "__commit_lsn": [10, 11], "__lsn": [10, 11],
                                  "__serial": [0, 0]}
+    structure = RowStructure("p.public.t")
+    structure.evolve(staged[0], "table t", "Choices: none.")
     retyped = [_event("c", {"id": 2, "code": "x"}, 12, code_type="string")]
-    staged = [s for kind, s in stage_writer(lake, "stream-000000000002", False)(retyped) if kind == "_lake"]
-    with pytest.raises(LakeSchemaError, match="column 'code' changed from int to string"):
-        publish(lake, [json.loads(s) for s in staged], "stream-000000000002")
-    assert store.names("p.public.t") == ["_cdckit_lake.json", "stream-000000000001-0.parquet"]
+    later = [json.loads(doc) for kind, doc in stage_writer(location, "stream-000000000002", False, staging)(retyped)
+             if kind == "_staged"]
+    with pytest.raises(StructureError, match=r"table t: column 'code' changed from int to string.*Choices: none"):
+        structure.evolve(later[0], "table t", "Choices: none.")

@@ -138,7 +138,7 @@ def test_job_config_validates_and_its_output_is_a_valid_cdckit_configuration(tmp
                  "database_hostname": "db.internal", "database_port": 5432, "database_names": ["orders"],
                  "database_secret_arn": "arn:aws:secretsmanager:region:123456789012:secret:cdckit",
                  "table_include_list": ["public\\.orders"], "checkpoint_uri": "s3://bucket/checkpoints",
-                 "lake_uri": "s3://bucket/lake", "kafka_bootstrap_servers": "b-1.msk:9098"}
+                 "delta_uri": "s3://bucket/delta", "kafka_bootstrap_servers": "b-1.msk:9098"}
     (work / "terraform.tfvars.json").write_text(json.dumps(variables))
     applied = terraform.apply(auto_approve=True)
     assert applied.retcode == 0, applied.error

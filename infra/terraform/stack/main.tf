@@ -106,5 +106,5 @@ module "job_config" {
   table_include_list      = var.table_include_list
   kafka_bootstrap_servers = module.kafka.bootstrap_servers
   checkpoint_uri          = module.storage.checkpoint_uri
-  lake_uri                = module.storage.lake_uri
+  delta_uri               = module.storage.delta_uri
 }

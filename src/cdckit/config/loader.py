@@ -306,6 +306,10 @@ def validate(raw: Mapping[str, str]) -> Config:
                 problems.append(problem)
             passthrough[key] = text
             continue
+        if (key == "cdckit.sink" and text.strip() == "lake") or key == "cdckit.lake.path":
+            if LAKE_REPLACED not in problems:
+                problems.append(LAKE_REPLACED)
+            continue
         if prop is None:
             problems.append(_unknown(key))
             continue
@@ -366,6 +370,14 @@ def _connect_override(key: str) -> str:
     name = key[len("producer.override."):]
     return (f"{key}: cdckit's Kafka sink takes producer settings as kafka.<name>; set kafka.{name} instead (it "
             f"reaches the producer of cdckit.sink=kafka or eventhubs)")
+
+
+LAKE_REPLACED = (
+    "cdckit.sink=lake and cdckit.lake.path (Parquet change tables with a _cdckit_lake.json document) were replaced by "
+    "cdckit.sink=delta: Delta Lake change and current-state tables under cdckit.delta.path (docs/decisions/0025). "
+    "An existing lake folder is not converted: its Parquet files stay readable with spark.read.parquet. To fill Delta "
+    "tables from the start, set cdckit.sink=delta with a new cdckit.checkpoint.location and slot.name, so a new "
+    "snapshot is taken")
 
 
 def _unknown(key: str) -> str:
@@ -440,14 +452,12 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
                         "with --set database.dbname=...")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
-    if values.get("cdckit.sink") in ("lake", "delta"):
-        sink = values.get("cdckit.sink")
+    if values.get("cdckit.sink") == "delta":
         if values.get("cdckit.message.format") == "qlik":
-            problems.append(f"cdckit.sink={sink} writes change rows from Debezium envelopes; cdckit.message.format="
-                            f"qlik is for the files, kafka and eventhubs sinks")
+            problems.append("cdckit.sink=delta writes change rows from Debezium envelopes; cdckit.message.format=qlik "
+                            "is for the files, kafka and eventhubs sinks")
         if values.get("value.converter.schemas.enable") is False:
-            problems.append(f"cdckit.sink={sink} reads each event's schema; remove value.converter.schemas.enable="
-                            f"false")
+            problems.append("cdckit.sink=delta reads each event's schema; remove value.converter.schemas.enable=false")
     if values.get("cdckit.sink") == "eventhubs":
         if not values.get("cdckit.eventhubs.namespace"):
             problems.append("cdckit.eventhubs.namespace is required for cdckit.sink=eventhubs")
@@ -484,7 +494,6 @@ def _check_transforms(values: dict[str, object], problems: list[str], passthroug
     if values.get("cdckit.message.format") == "qlik":
         problems.append("transforms apply to Debezium's records; cdckit.message.format=qlik writes Qlik Replicate "
                         "messages, which they do not know: remove the transforms or use the Debezium format")
-    if values.get("cdckit.sink") in ("lake", "delta"):
-        sink = values.get("cdckit.sink")
-        problems.append(f"cdckit.sink={sink} writes change rows from Debezium envelopes and applies no transforms; "
-                        f"remove the transforms for the {sink} sink (its tables hold the after image already)")
+    if values.get("cdckit.sink") == "delta":
+        problems.append("cdckit.sink=delta writes change rows from Debezium envelopes and applies no transforms; "
+                        "remove the transforms for the delta sink (its tables hold the after image already)")

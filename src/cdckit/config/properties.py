@@ -133,7 +133,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.qlik.task", "string", "", "Qlik lineage.task (default: the connector name)"),
     Property("cdckit.qlik.server", "string", "", "Qlik lineage.server (default: topic.prefix)"),
     Property("cdckit.sink", "choice", "files", "where events go", choices=("files", "console", "kafka",
-                                                                        "eventhubs", "lake", "delta")),
+                                                                        "eventhubs", "delta")),
     Property("topic.creation.enable", "bool", True, "create missing topics (else they must exist)"),
     Property("topic.creation.default.partitions", "int", -1, "partitions of created topics (-1: broker default)"),
     Property("topic.creation.default.replication.factor", "int", -1, "replication factor of created topics "
@@ -152,7 +152,6 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.eventhubs.tier", "choice", "standard", "Event Hubs tier (limits: basic 256 KB events and no "
              "compaction; others 1 MB)", choices=("basic", "standard", "premium", "dedicated")),
     Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
-    Property("cdckit.lake.path", "string", "cdckit-lake", "folder (or s3:// URI) of the lake sink's Parquet tables"),
     Property("cdckit.delta.path", "string", "cdckit-delta", "folder (or s3:// URI) of the Delta sink's tables: "
              "changes/<topic> and state/<topic>"),
     Property("cdckit.delta.mode", "choice", "both", "Delta tables kept per captured table: the change table, the "
@@ -162,7 +161,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.checkpoint.location", "string", "cdckit-checkpoint",
              "folder for the stream's Spark checkpoint and the snapshot's state"),
     Property("cdckit.local.paths.shared", "bool", False,
-             "local paths (cdckit.output.path, cdckit.lake.path, cdckit.delta.path, cdckit.checkpoint.location) "
+             "local paths (cdckit.output.path, cdckit.delta.path, cdckit.checkpoint.location) "
              "are on a filesystem every Spark node mounts at the same place (NFS, EFS); without it a local path is "
              "refused when executors run on other machines"),
     Property("cdckit.trigger", "choice", "available-now", "available-now: process what exists and stop; "

@@ -1,6 +1,6 @@
 """What a job needs when its executors run on other machines than its driver.
 
-Executors write the files and lake sinks' files and cdckit's state beside the checkpoint (SQL Server snapshot
+Executors write the files and Delta sinks' files and cdckit's state beside the checkpoint (SQL Server snapshot
 chunks), and the driver reads them back; a driver restarted on another node (EMR, Kubernetes) reads the checkpoint
 it left. A plain local path would be a different folder on every node, so with a non-local master such a path is
 refused at start, unless the user says it is a shared mount (``cdckit.local.paths.shared``).
@@ -29,8 +29,6 @@ def node_local_paths(options: Mapping[str, str]) -> list[tuple[str, str]]:
     if sink == "files" or (sink in ("kafka", "eventhubs")
                            and options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter"):
         used.append("cdckit.output.path")
-    if sink == "lake":
-        used.append("cdckit.lake.path")
     if sink == "delta":
         used.append("cdckit.delta.path")
     found = []
@@ -55,6 +53,6 @@ def check_paths_for(master: str, options: Mapping[str, str]) -> None:
     listed = ", ".join(f"{name}={path}" for name, path in local)
     raise ConfigurationError([
         f"{listed}: a path on one machine, but Spark runs executors on other machines (master {master}), so each "
-        f"node would write to and read from its own disk. Use an s3:// location (checkpoint, lake, delta) or the kafka "
+        f"node would write to and read from its own disk. Use an s3:// location (checkpoint, delta) or the kafka "
         f"sink, or put the path on a filesystem every node mounts at the same place (NFS, EFS) and set "
         f"cdckit.local.paths.shared=true"])

@@ -8,7 +8,7 @@ Layout (``cdckit.delta.path``, a local path or ``s3://``)::
 
 A change row is the table's columns (``after``, or ``before`` for a delete; Debezium's ``ExtractNewRecordState``
 shape) plus ``__op``, ``__deleted``, ``__source_ts_ms`` and the position ``__commit_lsn``, ``__lsn``, ``__serial``,
-typed as the lake sink types them (``lake_sink``). A state row is the table's columns plus ``__source_ts_ms`` and
+typed from each event's Connect schema (``change_rows``). A state row is the table's columns plus ``__source_ts_ms`` and
 the position of its last change. ``cdckit.delta.mode`` keeps the change tables, the state tables or both.
 
 A batch goes in two steps. The executors stage its data events as Parquet files, one per topic and structure, so
@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdckit.errors import CdcKitError
-from cdckit.spark.lake_sink import LakeTable, folder_name, lake_filesystem, stage_writer
+from cdckit.spark.change_rows import RowStructure, StructureError, filesystem, folder_name, stage_writer
 from cdckit.state import StateStore
 
 CHANGES = "changes"
@@ -67,7 +67,7 @@ class DeltaSinkError(CdcKitError):
     """The Delta sink cannot run as configured (no Delta Lake on the session, a table it cannot keep)."""
 
 
-class DeltaSchemaError(DeltaSinkError):
+class DeltaSchemaError(DeltaSinkError, StructureError):
     """A structure change the Delta tables cannot follow; nothing of the batch was committed."""
 
 
@@ -164,6 +164,21 @@ class DeltaSink:
             raise DeltaSinkError(f"cdckit.delta.mode={self.mode!r}: use one of {', '.join(MODES)}")
         self.partition_columns = [c.strip() for c in (options.get("cdckit.delta.partition.columns") or "").split(",")
                                   if c.strip()]
+        self._refuse_a_parquet_lake()
+
+    def _refuse_a_parquet_lake(self) -> None:
+        """A folder the former lake sink wrote (Parquet files beside ``_cdckit_lake.json``) is not a Delta location."""
+        import pyarrow.fs as pafs
+
+        fs, root = filesystem(self.location)
+        for entry in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+            if entry.type == pafs.FileType.Directory and \
+                    fs.get_file_info(f"{entry.path}/_cdckit_lake.json").type == pafs.FileType.File:
+                raise DeltaSinkError(
+                    f"cdckit.delta.path={self.location} holds a lake table of the former Parquet lake sink "
+                    f"({entry.base_name}/_cdckit_lake.json), which the Delta sink does not convert (decision 0025); "
+                    f"its Parquet files stay readable with spark.read.parquet. Choose a new cdckit.delta.path, and to "
+                    f"fill its tables from the start a new cdckit.checkpoint.location and slot.name")
 
     @property
     def changes(self) -> bool:
@@ -174,7 +189,7 @@ class DeltaSink:
         return self.mode in ("state", "both")
 
     def stage_writer(self, label: str) -> Any:
-        """The executor side of a batch: stage its data events as Parquet files (``lake_sink.stage_writer``)."""
+        """The executor side of a batch: stage its data events as Parquet files (``change_rows.stage_writer``)."""
         return stage_writer(self.location, label, True, _staging)
 
     def commit(self, reported: Sequence[tuple[str, Any]], label: str, controls: list[str] | None = None,
@@ -187,7 +202,7 @@ class DeltaSink:
         summary: Counter[str] = Counter()
         found: list[str] = []
         for name, item in reported:
-            if name == "_lake":
+            if name == "_staged":
                 entry = json.loads(item)
                 staged[entry["topic"]].append(entry)
                 summary[entry["topic"]] += entry["rows"]
@@ -212,16 +227,17 @@ class DeltaSink:
     def _plan(self, topic: str, files: list[dict[str, Any]], label: str) -> _Plan:
         from pyspark.sql.pandas.types import from_arrow_type
 
-        batch = LakeTable(None, topic)
-        for staged in sorted(files, key=lambda s: s["position"] or []):
-            batch.evolve(staged, self.location, label)
-        columns = {name: from_arrow_type(arrow, prefer_timestamp_ntz=True) for name, arrow in batch.columns.items()}
-        key = list(batch.key)
-        plan = _Plan(topic, batch.table, key, columns, files, sum(f["rows"] for f in files))
-        where = f"Delta table {{path}} (source table {plan.table})"
+        where = "Delta table {path} (source table {table})"
         choices = (f"Choices: change the column back at the source; or move the table's folder out of "
                    f"{self.location} (it stays readable) so the next run starts a new table with the new structure. "
                    f"Nothing of the batch ({label}) was committed and the stream resumes from it.")
+        batch = RowStructure(topic)
+        for staged in sorted(files, key=lambda s: s["position"] or []):
+            batch.evolve(staged, where.format(path=table_path(self.location, CHANGES, topic),
+                                              table=staged["table"] or topic), choices)
+        columns = {name: from_arrow_type(arrow, prefer_timestamp_ntz=True) for name, arrow in batch.columns.items()}
+        key = list(batch.key)
+        plan = _Plan(topic, batch.table, key, columns, files, sum(f["rows"] for f in files))
         if self.state and not key:
             raise DeltaSchemaError(
                 f"source table {plan.table} has no primary key, so its current-state table cannot be kept: set "
@@ -232,7 +248,7 @@ class DeltaSink:
             if not self._exists(path):
                 continue
             current = {f.name: f.dataType for f in self.spark.read.format("delta").load(path).schema.fields}
-            here = where.format(path=path)
+            here = where.format(path=path, table=plan.table)
             statements = plan.alters.setdefault(path, [])
             recorded = self._key(path)
             for column in recorded:
@@ -287,6 +303,20 @@ class DeltaSink:
     # -- the driver: commit -------------------------------------------------------------------------------------
 
     def _create(self, path: str, plan: _Plan, kind: str) -> None:
+        """Create a topic's table unless it exists. A ``_delta_log`` folder without a commit is what a job killed
+        while creating the table leaves: no table, but one Spark's CREATE takes for existing; it is removed first."""
+        if self._exists(path):
+            return
+        import pyarrow.fs as pafs
+
+        fs, root = filesystem(self.location)
+        log = f"{root}/{path[len(spark_location(self.location)):].strip('/')}/_delta_log"
+        if fs.get_file_info(log).type == pafs.FileType.Directory:
+            entries = fs.get_file_info(pafs.FileSelector(log, recursive=True))
+            if any(e.type == pafs.FileType.File and e.base_name.endswith(".json") for e in entries):
+                raise DeltaSinkError(f"{path} has a Delta log that Delta cannot read as a table; look at its "
+                                     f"_delta_log folder, or move the folder aside so cdckit creates the table again")
+            fs.delete_dir(log)
         extra = CHANGE_COLUMNS if kind == CHANGES else STATE_COLUMNS
         meta = {"__op": T.StringType(), "__deleted": T.BooleanType(), "__source_ts_ms": T.LongType(),
                 "__commit_lsn": T.LongType(), "__lsn": T.LongType(), "__serial": T.IntegerType()}
@@ -303,7 +333,7 @@ class DeltaSink:
         properties = {"delta.enableChangeDataFeed": "true", KEY_PROPERTY: json.dumps(plan.key),
                       "cdckit.source.table": plan.table, "cdckit.topic": plan.topic}
         listed = ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in properties.items())
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {_table(path)} ({', '.join(columns)}) USING DELTA{partitioned} "
+        self.spark.sql(f"CREATE TABLE {_table(path)} ({', '.join(columns)}) USING DELTA{partitioned} "
                        f"TBLPROPERTIES ({listed})")
 
     def _rows(self, plan: _Plan) -> DataFrame:
@@ -315,9 +345,9 @@ class DeltaSink:
             by_schema[json.dumps(staged["schema"], sort_keys=True)].append(staged)
         frames = []
         for group in by_schema.values():
-            table = LakeTable(None, plan.topic)
-            table.evolve(group[0], self.location, "")
-            schema = from_arrow_schema(table.arrow_schema(), prefer_timestamp_ntz=True)
+            structure = RowStructure(plan.topic)
+            structure.evolve(group[0], plan.topic, "")
+            schema = from_arrow_schema(structure.arrow_schema(), prefer_timestamp_ntz=True)
             frame = self.spark.read.schema(schema).parquet(*(self._spark_file(s["path"]) for s in group))
             present = set(schema.names)
             frames.append(frame.select(
@@ -403,7 +433,7 @@ class DeltaSink:
             self.spark.conf.unset(TXN_VERSION)
 
     def _remove_staging(self, staged: Mapping[str, list[dict[str, Any]]], label: str) -> None:
-        fs, root = lake_filesystem(self.location)
+        fs, root = filesystem(self.location)
         for topic in staged:
             folder = _staging(root, topic, label)
             fs.delete_dir_contents(folder, missing_dir_ok=True)

@@ -194,8 +194,7 @@ def kafka_in_one_pass(options: Mapping[str, str]) -> bool:
 
 
 class Sink:
-    """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs``, ``lake`` or ``delta``
-    (``cdckit.sink``)."""
+    """Where a job's records go: ``files``, ``console``, ``kafka``, ``eventhubs`` or ``delta`` (``cdckit.sink``)."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
         self.kind = options.get("cdckit.sink", "files")
@@ -264,14 +263,6 @@ class Sink:
 
     def _snapshot(self, df: DataFrame, controls: list[str] | None = None,
                   controls_dir: str | None = None, topics: list[str] | None = None) -> WriteSummary:
-        if self.kind == "lake":
-            found: list[str] = []
-            summary = self._lake(df, "snapshot", True, found)
-            if controls_dir:
-                _persist_controls(controls_dir, found)  # only once the lake files are published
-            if controls is not None:
-                controls.extend(found)
-            return summary
         if self._topics is None:
             return write_snapshot(df, self.kind, self.output, controls, controls_dir)
         from cdckit.spark.kafka_sink import write_kafka
@@ -279,7 +270,7 @@ class Sink:
         if controls is None and not controls_dir:
             return write_kafka(df, self.options, self._topics, self.output, "snapshot", one_per_key=True,
                                known_topics=topics)
-        found = []
+        found: list[str] = []
         summary = write_kafka(df, self.options, self._topics, self.output, "snapshot", found, one_per_key=True)
         if controls_dir:
             _persist_controls(controls_dir, found)  # only after the records are in Kafka
@@ -308,34 +299,9 @@ class Sink:
             return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls,
                                known_topics=topics(), ordered_partitions=ordered_partitions, single_range=True)
         df = self._transformed(df)
-        if self.kind == "lake":
-            ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
-            return self._lake(ordered, f"stream-{batch_id:012d}", False, controls)
         if self._topics is None:
             return write_stream_batch(df, batch_id, self.kind, self.output, controls, ordered_partitions)
         from cdckit.spark.kafka_sink import write_kafka
 
         return write_kafka(df, self.options, self._topics, self.output, f"stream-{batch_id:012d}", controls,
                            ordered_partitions=ordered_partitions)
-
-    def _lake(self, df: DataFrame, label: str, per_partition: bool, controls: list[str] | None) -> WriteSummary:
-        """Stage the lake files on the executors, then check their schemas and publish them on the driver."""
-        from cdckit.spark.lake_sink import publish, stage_writer
-
-        location = self.options.get("cdckit.lake.path", "cdckit-lake")
-        staged: list[dict[str, Any]] = []
-        summary: Counter[str] = Counter()
-        for topic, item in on_partitions(df, stage_writer(location, label, per_partition)):
-            if topic == "_lake":
-                entry = json.loads(item)
-                staged.append(entry)
-                summary[entry["topic"]] += entry["rows"]
-            elif topic == "_control":
-                if controls is not None:
-                    controls.append(item)
-            else:
-                summary[topic] += item
-        for topic, changes in publish(location, staged, label).items():
-            for change in changes:
-                print(f"lake table {topic}: {change}", flush=True)
-        return dict(sorted(summary.items()))

@@ -39,7 +39,7 @@ data "aws_iam_policy_document" "jobs" {
   statement {
     sid       = "ReadWriteState"
     actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-    resources = ["${var.bucket_arn}/checkpoints/*", "${var.bucket_arn}/lake/*", "${var.bucket_arn}/logs/jobs/*"]
+    resources = ["${var.bucket_arn}/checkpoints/*", "${var.bucket_arn}/delta/*", "${var.bucket_arn}/logs/jobs/*"]
   }
   statement {
     sid       = "ListState"
@@ -48,7 +48,7 @@ data "aws_iam_policy_document" "jobs" {
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = ["artifacts/*", "checkpoints/*", "lake/*", "logs/jobs/*"]
+      values   = ["artifacts/*", "checkpoints/*", "delta/*", "logs/jobs/*"]
     }
   }
   statement {

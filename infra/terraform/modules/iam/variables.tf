@@ -4,7 +4,7 @@ variable "name" {
 }
 
 variable "bucket_arn" {
-  description = "The kit's bucket (artefacts read; checkpoints, lake and job logs written)."
+  description = "The kit's bucket (artefacts read; checkpoints, Delta tables and job logs written)."
   type        = string
 }
 

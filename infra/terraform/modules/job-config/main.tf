@@ -28,7 +28,7 @@ locals {
     "database.password"          = "$${secret:${var.database_secret_arn}:password}"
     "table.include.list"         = join(",", var.table_include_list)
     "cdckit.checkpoint.location" = "${var.checkpoint_uri}/${var.name}"
-    "cdckit.lake.path"           = var.lake_uri
+    "cdckit.delta.path"          = var.delta_uri
     "cdckit.trigger"             = "processing-time"
   }, local.kafka, var.extra_properties)
 }

@@ -59,8 +59,8 @@ variable "checkpoint_uri" {
   type        = string
 }
 
-variable "lake_uri" {
-  description = "S3 prefix of the lake tables (storage module)."
+variable "delta_uri" {
+  description = "S3 prefix of the Delta tables (storage module)."
   type        = string
 }
 

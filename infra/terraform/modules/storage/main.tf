@@ -1,5 +1,5 @@
 # One private, encrypted, versioned bucket for the kit: artefacts/ (wheel, job files), checkpoints/ (Spark
-# checkpoints, cdckit state and schema history), lake/ (the lake sink), logs/ (job and flow logs).
+# checkpoints, cdckit state and schema history), delta/ (the Delta sink's tables), logs/ (job and flow logs).
 resource "aws_kms_key" "this" {
   description             = "${var.name}: cdckit bucket, secrets and logs"
   enable_key_rotation     = true

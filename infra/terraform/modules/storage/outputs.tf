@@ -23,7 +23,7 @@ output "checkpoint_uri" {
   value       = "s3://${aws_s3_bucket.this.id}/checkpoints"
 }
 
-output "lake_uri" {
-  description = "cdckit.lake.path of the lake sink."
-  value       = "s3://${aws_s3_bucket.this.id}/lake"
+output "delta_uri" {
+  description = "cdckit.delta.path of the Delta sink."
+  value       = "s3://${aws_s3_bucket.this.id}/delta"
 }

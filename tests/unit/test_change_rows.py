@@ -1,4 +1,4 @@
-"""The lake sink's schema rules: Connect schemas to lake columns, values, and which changes a lake table follows."""
+"""Typed change rows: Connect schemas to column types, values, and which structure changes a table of them follows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from cdckit.spark.lake_sink import LakeSchemaError, LakeTable, arrow_type, value_converter, widen
+from cdckit.spark.change_rows import RowStructure, StructureError, arrow_type, value_converter, widen
 
 
 def _decimal(precision: int, scale: int) -> dict[str, Any]:
@@ -42,11 +42,11 @@ TEXT = {"type": "string"}
       "fields": [{"field": "scale", "type": "int32"}, {"field": "value", "type": "bytes"}]},
      pa.struct([pa.field("scale", pa.int32()), pa.field("value", pa.binary())])),
 ])
-def test_lake_column_types(schema: dict[str, Any], expected: pa.DataType) -> None:
+def test_column_types(schema: dict[str, Any], expected: pa.DataType) -> None:
     assert arrow_type(schema) == expected
 
 
-def test_values_are_converted_to_their_lake_types() -> None:
+def test_values_are_converted_to_their_column_types() -> None:
     unscaled = (-1250).to_bytes(2, "big", signed=True)
     assert value_converter(_decimal(10, 2))(base64.b64encode(unscaled).decode()) == Decimal("-12.50")
     assert value_converter({"type": "int64", "name": "io.debezium.time.Timestamp"})(1500) == 1_500_000
@@ -61,7 +61,7 @@ def test_values_are_converted_to_their_lake_types() -> None:
     assert double("NaN") != double("NaN")
 
 
-@pytest.mark.parametrize(("lake", "new", "expected"), [
+@pytest.mark.parametrize(("old", "new", "expected"), [
     (pa.int16(), pa.int64(), pa.int64()),
     (pa.int64(), pa.int32(), pa.int64()),
     (pa.float32(), pa.float64(), pa.float64()),
@@ -73,35 +73,30 @@ def test_values_are_converted_to_their_lake_types() -> None:
     (pa.int64(), pa.float64(), None),
     (pa.date32(), pa.timestamp("us"), None),
 ])
-def test_widening(lake: pa.DataType, new: pa.DataType, expected: pa.DataType | None) -> None:
-    assert widen(lake, new) == expected
+def test_widening(old: pa.DataType, new: pa.DataType, expected: pa.DataType | None) -> None:
+    assert widen(old, new) == expected
 
 
-def test_added_columns_are_recorded_and_dropped_ones_kept() -> None:
-    table = LakeTable(None, "p.public.t")
-    table.evolve(_staged(("id", INT32), ("a", TEXT)), "/lake", "snapshot")
-    table.evolve(_staged(("id", INT64), ("b", _decimal(5, 1))), "/lake", "stream-000000000001")
+def test_added_columns_are_taken_in_and_dropped_ones_kept() -> None:
+    table = RowStructure("p.public.t")
+    table.evolve(_staged(("id", INT32), ("a", TEXT)), "table t", "Choices.")
+    table.evolve(_staged(("id", INT64), ("b", _decimal(5, 1))), "table t", "Choices.")
     assert list(table.columns) == ["id", "a", "b"]
-    assert table.columns["id"] == pa.int64()
-    assert table.changes == [{"batch": "stream-000000000001", "position": [1, 1, 0],
-                              "changes": ["widened column id from int to bigint", "added column b decimal(5,1)"]}]
-    reread = LakeTable(table.document(), "p.public.t")
-    assert reread.columns == table.columns and reread.key == ["id"]
+    assert table.columns["id"] == pa.int64() and table.key == ["id"] and table.table == "public.t"
 
 
 def test_a_dropped_key_column_stops_with_the_choices() -> None:
-    table = LakeTable(None, "p.public.t")
-    table.evolve(_staged(("id", INT32), ("a", TEXT)), "/lake", "snapshot")
-    with pytest.raises(LakeSchemaError) as failure:
-        table.evolve(_staged(("a", TEXT), key=()), "/lake", "stream-000000000004")
+    table = RowStructure("p.public.t")
+    table.evolve(_staged(("id", INT32), ("a", TEXT)), "table public.t", "Choices: x.")
+    with pytest.raises(StructureError) as failure:
+        table.evolve(_staged(("a", TEXT), key=()), "table public.t", "Choices: x.")
     message = str(failure.value)
-    assert "public.t" in message and "key column 'id' was dropped" in message
-    assert "Choices:" in message and "stream-000000000004" in message
+    assert "public.t" in message and "key column 'id' was dropped" in message and "Choices: x." in message
     assert list(table.columns) == ["id", "a"]
 
 
 def test_a_narrowing_change_names_table_column_and_types() -> None:
-    table = LakeTable(None, "p.public.t")
-    table.evolve(_staged(("id", INT32), ("price", _decimal(10, 2))), "/lake", "snapshot")
-    with pytest.raises(LakeSchemaError, match=r"column 'price' changed from decimal\(10,2\) to string"):
-        table.evolve(_staged(("id", INT32), ("price", TEXT)), "/lake", "stream-000000000002")
+    table = RowStructure("p.public.t")
+    table.evolve(_staged(("id", INT32), ("price", _decimal(10, 2))), "table t", "")
+    with pytest.raises(StructureError, match=r"table t: column 'price' changed from decimal\(10,2\) to string"):
+        table.evolve(_staged(("id", INT32), ("price", TEXT)), "table t", "")

@@ -1,0 +1,69 @@
+"""The Delta sink with SQL Server capture, against the in-process model of SQL Server's CDC objects
+(cdckit.lab.sqlserver_model; what it models is in its docstring)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_sqlserver_end_to_end import TOPIC, Writer, model, sqlserver_config, table_rows
+
+from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
+from cdckit.pipeline import run_snapshot, run_stream
+
+pytestmark = [pytest.mark.spark]
+__all__ = ["model"]  # the fixture
+
+
+def _state(spark: Any, delta: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    rows = spark.read.format("delta").load(str(delta / "state" / TOPIC)).select("id", "email").collect()
+    return {(r["id"],): {"id": r["id"], "email": r["email"]} for r in rows}
+
+
+def test_chunked_snapshot_under_concurrent_writes_then_stream_leaves_the_state_table_equal_to_the_source(
+        model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    for start in range(1, 3001, 500):
+        with model.transaction("testDB") as tx:
+            for i in range(start, start + 500):
+                tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    delta = workdir / "delta"
+    config = sqlserver_config(model, workdir, **{"cdckit.snapshot.chunk.rows": "400", "max.batch.size": "1000",
+                                                 "table.include.list": "dbo\\.customers", "cdckit.sink": "delta",
+                                                 "cdckit.delta.path": str(delta)})
+    writer = Writer(model)
+    writer.start()
+    try:
+        snapshot = run_snapshot(spark, config)
+    finally:
+        writer.stop_event.set()
+        writer.join()
+    assert writer.transactions > 0 and snapshot.rows_per_topic[TOPIC] > 2500
+    run_stream(spark, config)
+    assert _state(spark, delta) == table_rows(model)
+
+
+def test_the_tables_gain_the_column_a_capture_instance_rotation_brings(model: SqlServerModel, spark: Any,
+                                                                       workdir: Path) -> None:
+    delta = workdir / "delta"
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "cdckit.sqlserver.schema.evolution": "stream",
+                                                 "cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "snapshot"})
+    run_snapshot(spark, config)
+    model.alter_table_add_column("testDB", "dbo", "customers", ModelColumn("tier", "int"))
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "email": "old-structure", "tier": 1})
+    run_stream(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 3, "email": "new-structure", "tier": 3})
+        tx.delete("dbo", "customers", {"id": 1})
+    run_stream(spark, config)
+    changes = spark.read.format("delta").load(str(delta / "changes" / TOPIC))
+    rows = changes.orderBy("__commit_lsn", "__lsn", "__serial").collect()
+    assert [(r["id"], r["email"], r["tier"], r["__op"]) for r in rows] == [
+        (1, "snapshot", None, "r"), (2, "old-structure", None, "c"), (3, "new-structure", 3, "c"),
+        (1, "snapshot", None, "d")]
+    state = spark.read.format("delta").load(str(delta / "state" / TOPIC)).orderBy("id").collect()
+    assert [(r["id"], r["email"], r["tier"]) for r in state] == [(2, "old-structure", None), (3, "new-structure", 3)]
