@@ -114,10 +114,10 @@ lint: $(STAMP)
 
 BENCH_BEFORE ?= bench/results/full-2026-11-22T1808TUTC.json
 
-bench: $(STAMP)  ## the full benchmarks (1M and 10M rows; half an hour or so): bench/RESULTS.md, bench/results/, bench/plots/
+bench: $(STAMP) $(OLDEST_STAMP)  ## the full benchmarks (1M and 10M rows; half an hour or so): bench/RESULTS.md, bench/results/, bench/plots/
 	$(BIN)/python bench/run.py --before $(BENCH_BEFORE)
 
-bench-quick: $(STAMP)  ## the same measurements on small data (a few minutes)
+bench-quick: $(STAMP) $(OLDEST_STAMP)  ## the same measurements on small data (a few minutes)
 	$(BIN)/python bench/run.py --quick
 
 clean:

@@ -13,7 +13,8 @@ Measures, on an embedded PostgreSQL and Spark in local mode:
 - scaling: time against rows, against the number of tables (same total rows), against Spark partitions;
 - the Kafka sink against the files sink (real broker, KRaft);
 - where the time goes: the per-event path (pgoutput decoding, value conversion, envelope, JSON) profiled alone,
-  and a snapshot and a stream each read by ever more of cdckit's path (stage by stage).
+  and a snapshot and a stream each read by ever more of cdckit's path (stage by stage);
+- the Delta sink's change and state tables against the files sink (``bench/delta.py``, on the Spark with Delta).
 
 Writes bench/results/<mode>-<time>.json, bench/RESULTS.md and bench/plots/*.png.
 """
@@ -626,6 +627,47 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
             "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream}}
 
 
+def measure_delta(rows: int, changes: int) -> dict[str, Any]:
+    """The Delta sink (``bench/delta.py``), in the virtualenv of the Spark that has a Delta build (the oldest
+    supported one, ``make bench`` builds it), with the files sink measured beside it in that run."""
+    import subprocess
+    import sys
+
+    import cdckit.versions as versions
+
+    python = BENCH.parent / f".venv-spark-{versions.OLDEST_SPARK}" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: `make bench` builds it (or make .venv-spark-{versions.OLDEST_SPARK}"
+                         f"/.installed)")
+    env = {**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
+    done = subprocess.run([str(python), str(BENCH / "delta.py"), "--rows", str(rows), "--changes", str(changes)],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise RuntimeError(f"bench/delta.py failed ({done.returncode})")
+    return json.loads(done.stdout[done.stdout.index("{"):])  # type: ignore[no-any-return]
+
+
+def delta_section(result: dict[str, Any] | None) -> list[str]:
+    if not result:
+        return []
+    snap, stream = result["snapshot"], result["stream"]
+    build = result.get("delta") or ["?", "?"]
+    lines = ["", "## Delta sink", "",
+             f"`bench/delta.py`, in its own process on Spark {result['spark']} with {build[0]} {build[1]} (Delta's "
+             f"build for that Spark), the files sink measured in the same run on the same data. The snapshot reads "
+             f"{snap['rows']:,} rows; the stream a backlog of {stream['changes']:,} updates in 1000-row "
+             f"transactions, batches of {stream['max_batch_size']:,}.", "",
+             "| target | snapshot rows/s | / files sink | stream events/s | / files sink |", "|---|---|---|---|---|"]
+    names = {"files": "files sink", "delta_changes": "Delta change table (`cdckit.delta.mode=changes`)",
+             "delta_state": "Delta state table, MERGE (`state`)", "delta_both": "both tables (`both`, the default)"}
+    for key, label in names.items():
+        s, t = snap[key], stream[key]
+        lines.append(f"| {label} | {s['rows_per_s']:,.0f} | {s.get('ratio_to_files', 1.0):.2f} | "
+                     f"{t['events_per_s']:,.0f} ({t['batches']} batches) | {t.get('ratio_to_files', 1.0):.2f} |")
+    return lines
+
+
 def measure_scaling(bench: Bench, params: dict[str, Any]) -> dict[str, Any]:
     rows_curve = []
     for rows in params["scaling_rows"]:
@@ -805,6 +847,7 @@ def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | 
     for entry in profile["top_cumulative"][:8]:
         lines.append(f"| `{entry['function']}` | {entry['share']:.0%} |")
     lines += stream_stages_section(results.get("stream_stages"))
+    lines += delta_section(results.get("delta"))
     lines += before_section(before)
     lines += ["", "## Plots", ""] + [f"![{name}](plots/{name})" for name in images]
     return "\n".join(lines) + "\n"
@@ -935,6 +978,7 @@ def main() -> None:
             ("stages", lambda: measure_stages(bench, params["stages_rows"])),
             ("stream_stages", lambda: measure_stream_stages(bench, params["stream_changes"])),
             ("debezium", lambda: measure_debezium(bench, params["debezium_rows"], params["debezium_changes"])),
+            ("delta", lambda: measure_delta(params["rows"], params["stream_changes"])),
         ]
         unknown = only - {name for name, _ in steps}
         if unknown:

@@ -17,5 +17,7 @@ def test_stream_into_delta_killed_three_times_under_writes_loses_and_doubles_not
     assert result["drain_exit"] == 0
     assert result["kills_while_streaming"] == 3, result["kills"]
     assert result["transactions"] > 50 and result["events"] > result["transactions"]
+    ops = result["events_by_op"]
+    assert ops.get("c", 0) > 50 and ops.get("u", 0) > 10 and ops.get("d", 0) > 10, ops  # streamed, not snapshotted
     assert (result["missing"], result["extra"], result["differing"], result["duplicates"]) == (0, 0, 0, 0), result
     assert result["state_table_equals_source"] and result["state_table_rows"] == result["rows"]

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,10 @@ def _stream(config_file: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _batch_files(base: Path, sink: str = "files") -> int:
-    """How many batches the sink holds: the files sink's batch files, or the Delta change table's commits."""
+    """How many stream batches the sink holds: the files sink's batch files, or for Delta the batches Spark
+    recorded as done (a table's commits also come from the snapshot, whose kill restarts the snapshot)."""
     if sink == "delta":
-        return len(list((base / "delta" / "changes" / TOPIC / "_delta_log").glob("*.json")))
+        return len([p for p in (base / "checkpoint" / "stream" / "commits").glob("*") if p.name.isdigit()])
     return len(list((base / "out" / TOPIC).glob("stream-*.jsonl")))
 
 
@@ -160,8 +162,10 @@ def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] =
         state: dict[int, dict[str, Any]] = {}
         seen: dict[tuple[Any, ...], int] = {}
         events = 0
+        seen_ops: list[tuple[Any, str]] = []
         for key, position, op, after in _changes(base, sink):
             events += 1
+            seen_ops.append((key, op))
             identity = (key, position, op)
             seen[identity] = seen.get(identity, 0) + 1
             if op == "d":
@@ -173,6 +177,7 @@ def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] =
             cur.execute("SELECT id, amount FROM public.ledger")
             source = {i: {"id": i, "amount": a} for i, a in cur.fetchall()}
         conn.close()
+        ops = Counter(op for _, op in seen_ops)
         missing = sorted(set(source) - set(state))
         extra = sorted(set(state) - set(source))
         differing = sorted(k for k in set(source) & set(state) if source[k] != state[k])
@@ -183,7 +188,7 @@ def run_soak(runs: int, seed: int, base: Path, kill_after: tuple[float, float] =
             result["state_table_rows"] = len(kept)
         return {**result, "sink": sink, "runs": runs, "seed": seed, "kills": kills,
                 "kills_while_streaming": sum(1 for k in kills if k["phase"] == "streaming" and k["new_batch_files"]),
-                "transactions": transactions[0], "events": events,
+                "transactions": transactions[0], "events": events, "events_by_op": dict(sorted(ops.items())),
                 "rows": len(source), "missing": len(missing), "extra": len(extra), "differing": len(differing),
                 "duplicates": sum(n - 1 for n in seen.values() if n > 1), "drain_exit": final.returncode,
                 "first_problems": (missing + extra + differing)[:10]}
