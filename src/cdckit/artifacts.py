@@ -97,8 +97,10 @@ def delta_jars(spark_version: str | None = None) -> list[Path]:
         tested = ", ".join(f"Spark {minor}.x with Delta {version}"
                            for minor, (_, version) in versions.DELTA_BUILDS.items())
         raise CdcKitError(f"cdckit.sink=delta: cdckit runs Delta Lake on {tested}, not on Spark {spark_version}; run "
-                          f"the job on such a Spark, or start it with spark-submit and add the Delta Lake build made "
-                          f"for your Spark minor yourself (--packages io.delta:...)")
+                          f"the job on such a Spark (locally: pip install 'pyspark[sql]>=4.0.2,<4.1' in a virtualenv "
+                          f"of its own, as `make test-delta` does in .venv-spark-{versions.OLDEST_SPARK}), or start it "
+                          f"with spark-submit and add the Delta Lake build made for your Spark minor yourself "
+                          f"(--packages io.delta:...)")
     artifact, version = build
     return fetch(f"delta-{artifact}-{version}", [("io.delta", artifact, version, ())],
                  keep=("delta-spark", "delta-storage", "antlr4-runtime"))

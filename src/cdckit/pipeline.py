@@ -44,7 +44,7 @@ from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
-from cdckit.spark.sinks import Sink, WriteSummary, kafka_in_one_pass, source_writes
+from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files, kafka_in_one_pass, source_writes
 from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
@@ -190,9 +190,7 @@ def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, cons
 def _clear_snapshot_files(config: Config) -> None:
     if config.str("cdckit.sink") != "files":
         return
-    output = Path(config.str("cdckit.output.path"))
-    for stale in output.glob("*/snapshot-*.jsonl"):
-        stale.unlink()
+    clear_snapshot_files(config.str("cdckit.output.path"))
 
 
 def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport | None:

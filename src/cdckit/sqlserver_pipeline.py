@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -44,7 +43,7 @@ from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
-from cdckit.spark.sinks import Sink, WriteSummary
+from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files
 from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.state import StateStore, join
@@ -141,8 +140,7 @@ def _finished(config: Config) -> list[dict[str, Any]]:
 
 def _clear_snapshot_files(config: Config) -> None:
     if config.str("cdckit.sink") == "files":
-        for stale in Path(config.str("cdckit.output.path")).glob("*/snapshot-*.jsonl"):
-            stale.unlink()
+        clear_snapshot_files(config.str("cdckit.output.path"))
 
 
 def _write_schema_changes(spark: SparkSession, config: Config, instances: list[CaptureInstance],

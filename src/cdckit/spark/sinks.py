@@ -151,6 +151,14 @@ def write_stream_batch(df: DataFrame, batch_id: int, sink: str, output: str,
     return _summarize(on_partitions(ordered, _console_writer(label)), controls)
 
 
+def clear_snapshot_files(output: str) -> None:
+    """Remove an earlier snapshot's files before a new snapshot writes: its whole files, and the temporary file
+    a task stopped in the middle of writing leaves (Spark kills the Python worker of a cancelled task)."""
+    folder = Path(output)
+    for stale in [*folder.glob("*/snapshot-*.jsonl"), *folder.glob("*/.snapshot-*.jsonl.tmp")]:
+        stale.unlink(missing_ok=True)
+
+
 def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
     """Read back one topic's records in order (snapshot files first, then stream batches)."""
     import orjson
