@@ -220,3 +220,22 @@ def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: 
     ops = sorted((r["at"], r["__op"]) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist())
     assert ops == [(1, "d"), (1, "r"), (2, "r"), (3, "c")]
     assert not (delta / "state").exists()
+
+
+def test_a_folder_of_the_former_parquet_lake_sink_is_refused_as_a_delta_location(spark: Any, workdir: Path) -> None:
+    from cdckit.config import validate
+    from cdckit.spark.delta_sink import DeltaSinkError
+    from cdckit.spark.sinks import Sink
+
+    lake = workdir / "lake"
+    (lake / "shop.public.orders").mkdir(parents=True)
+    (lake / "shop.public.orders" / "_cdckit_lake.json").write_text("{}")
+    options = validate({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                        "database.hostname": "db", "database.user": "u", "database.password": "pw",
+                        "database.dbname": "d", "topic.prefix": "shop", "cdckit.sink": "delta",
+                        "cdckit.delta.path": str(lake)}).as_properties()
+    with pytest.raises(DeltaSinkError) as refused:
+        Sink(spark, options)
+    message = str(refused.value)
+    assert "shop.public.orders/_cdckit_lake.json" in message and "does not convert" in message
+    assert "new cdckit.delta.path" in message
