@@ -239,3 +239,22 @@ def test_a_folder_of_the_former_parquet_lake_sink_is_refused_as_a_delta_location
     message = str(refused.value)
     assert "shop.public.orders/_cdckit_lake.json" in message and "does not convert" in message
     assert "new cdckit.delta.path" in message
+
+
+def test_tables_on_s3(postgres: Any, spark: Any, database: str, workdir: Path, s3_endpoint: str) -> None:
+    """cdckit.delta.path in S3 (an S3 API served by moto): staging through pyarrow, Delta's commits through S3A."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="lake")
+    dsn = _accounts(postgres, database)
+    config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": "s3://lake/delta"})
+    run_snapshot(spark, config)
+    execute(dsn, "UPDATE public.accounts SET balance = 0 WHERE id <= 5", "DELETE FROM public.accounts WHERE id = 9")
+    run_stream(spark, config)
+    state = spark.read.format("delta").load(f"s3a://lake/delta/state/{TOPIC}")
+    assert sorted(tuple(r) for r in state.select("id", "owner", "balance").collect()) == _source(dsn)
+    assert spark.read.format("delta").load(f"s3a://lake/delta/changes/{TOPIC}").count() == 50 + 5 + 1
+    names = [item["Key"] for item in s3.list_objects_v2(Bucket="lake", Prefix="delta/").get("Contents", [])]
+    assert any(name.startswith(f"delta/changes/{TOPIC}/_delta_log/") for name in names)
+    assert not [name for name in names if name.startswith("delta/_staging/") and name.endswith(".parquet")]
