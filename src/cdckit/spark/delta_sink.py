@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdckit.errors import CdcKitError
-from cdckit.spark.change_rows import RowStructure, StructureError, filesystem, folder_name, stage_writer
+from cdckit.spark.change_rows import META_COLUMNS, RowStructure, StructureError, filesystem, folder_name, stage_writer
 from cdckit.state import StateStore
 
 CHANGES = "changes"
@@ -55,7 +55,7 @@ STATE = "state"
 STAGING = "_staging"
 MODES = ("changes", "state", "both")
 POSITION = ("__commit_lsn", "__lsn", "__serial")
-CHANGE_COLUMNS = ("__op", "__deleted", "__source_ts_ms", *POSITION)
+CHANGE_COLUMNS = tuple(name for name, _ in META_COLUMNS)  # __op, __deleted, __source_ts_ms and the position
 STATE_COLUMNS = ("__source_ts_ms", *POSITION)
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -147,6 +147,7 @@ class _Plan:
     files: list[dict[str, Any]]
     rows: int
     alters: dict[str, list[str]] = field(default_factory=dict)  # table path -> SQL statements to run first
+    existing: set[str] = field(default_factory=set)  # the paths of the tables that exist already
     changes: list[str] = field(default_factory=list)  # what a user is told (added column, widened column)
 
 
@@ -247,6 +248,7 @@ class DeltaSink:
             path = table_path(self.location, kind, topic)
             if not self._exists(path):
                 continue
+            plan.existing.add(path)
             current = {f.name: f.dataType for f in self.spark.read.format("delta").load(path).schema.fields}
             here = where.format(path=path, table=plan.table)
             statements = plan.alters.setdefault(path, [])
@@ -305,7 +307,7 @@ class DeltaSink:
     def _create(self, path: str, plan: _Plan, kind: str) -> None:
         """Create a topic's table unless it exists. A ``_delta_log`` folder without a commit is what a job killed
         while creating the table leaves: no table, but one Spark's CREATE takes for existing; it is removed first."""
-        if self._exists(path):
+        if path in plan.existing:
             return
         import pyarrow.fs as pafs
 
@@ -318,8 +320,9 @@ class DeltaSink:
                                      f"_delta_log folder, or move the folder aside so cdckit creates the table again")
             fs.delete_dir(log)
         extra = CHANGE_COLUMNS if kind == CHANGES else STATE_COLUMNS
-        meta = {"__op": T.StringType(), "__deleted": T.BooleanType(), "__source_ts_ms": T.LongType(),
-                "__commit_lsn": T.LongType(), "__lsn": T.LongType(), "__serial": T.IntegerType()}
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        meta = {name: from_arrow_type(arrow) for name, arrow in META_COLUMNS}
         columns = [f"{_quote(n)} {t.simpleString()}" for n, t in plan.columns.items()]
         columns += [f"{_quote(n)} {meta[n].simpleString()}" for n in extra]
         partitioned = ""
@@ -364,15 +367,17 @@ class DeltaSink:
 
     def _commit(self, plan: _Plan, txn: tuple[str, int] | None, replaces: Sequence[int] | None) -> None:
         kinds = ([CHANGES] if self.changes else []) + ([STATE] if self.state else [])
+        targets = {}  # each table's schema once created and altered
         for kind in kinds:
             path = table_path(self.location, kind, plan.topic)
             self._create(path, plan, kind)
             for statement in plan.alters.get(path, []):
                 self.spark.sql(statement)
+            targets[kind] = self.spark.read.format("delta").load(path).schema
         rows = self._rows(plan)
         if self.changes:
             path = table_path(self.location, CHANGES, plan.topic)
-            target = self.spark.read.format("delta").load(path).schema
+            target = targets[CHANGES]
             shaped = rows.select(*(F.col(_quote(f.name)).cast(f.dataType) if f.name in rows.columns
                                    else F.lit(None).cast(f.dataType).alias(f.name) for f in target.fields))
             writer = shaped.write.format("delta")
@@ -386,13 +391,13 @@ class DeltaSink:
                     writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
             writer.save(path)
         if self.state:
-            self._merge(plan, rows, txn, whole=bool(replaces))
+            self._merge(plan, rows, targets[STATE], txn, whole=bool(replaces))
 
-    def _merge(self, plan: _Plan, rows: DataFrame, txn: tuple[str, int] | None, whole: bool) -> None:
+    def _merge(self, plan: _Plan, rows: DataFrame, target: T.StructType, txn: tuple[str, int] | None,
+               whole: bool) -> None:
         from pyspark.sql.window import Window
 
         path = table_path(self.location, STATE, plan.topic)
-        target = self.spark.read.format("delta").load(path).schema
         names = [f.name for f in target.fields]
         latest = rows.withColumn("__rank", F.row_number().over(
             Window.partitionBy(*(F.col(_quote(k)) for k in plan.key))

@@ -215,6 +215,7 @@ class Sink:
             kafka_options(options)  # configuration problems surface before any data is read
             self._topics = TopicManager(spark, options)
         self._delta: Any = None
+        self._app: str | None = None
         if self.kind == "delta":
             from cdckit.spark.delta_sink import DeltaSink
 
@@ -297,7 +298,9 @@ class Sink:
         if self._delta is not None:
             from cdckit.spark.delta_sink import stream_app_id
 
-            app = stream_app_id(self.options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+            if self._app is None:  # the query's id, fixed for the checkpoint's life: read once
+                self._app = stream_app_id(self.options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+            app = self._app
             label = f"stream-{batch_id:012d}"
             return self._delta.commit(on_partitions(df, self._delta.stage_writer(label)),  # type: ignore[no-any-return]
                                       label, controls, txn=(app, batch_id))
