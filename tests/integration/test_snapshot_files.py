@@ -92,6 +92,7 @@ def test_a_failed_write_names_the_folder_and_the_next_run_leaves_no_partial_file
     # The other task may still be writing, or be killed mid-file, when the job's error comes back: what it leaves
     # is a temporary file, never a partial .jsonl, and the next snapshot removes it.
     assert all(path.name.startswith(".") for path in out.glob("it.public.orders/*") if path.suffix != ".jsonl")
+    (out / "it.public.orders").mkdir(exist_ok=True)  # the other task may not have started before the job stopped
     (out / "it.public.orders" / ".snapshot-00007.jsonl.tmp").write_text("left by a killed task")
     (out / "it.public.tags").unlink()
     report = run_snapshot(spark, config)  # the snapshot starts again, whole
