@@ -41,6 +41,7 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings, heart
 from cdckit.formats.debezium.transaction import transaction_topic
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
+from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
@@ -130,8 +131,11 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
             sink = Sink(spark, options)
             folder = sink.source_writes()
             df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder)
+            settings = format_settings(options)
+            whole = WholeSnapshot({topic_name(settings, t.schema, t.name): attempts[0] for t in tables},
+                                  resumed=len(attempts) > 1)
             rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables),
-                                                                 replaces=attempts)
+                                                                 whole=whole)
     finally:
         exported.release()
     report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),

@@ -30,6 +30,7 @@ from cdckit.dialect.sqlserver.changes import require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.snapshot import (
     CHUNKS_OPTION,
+    Chunk,
     ChunkFilter,
     ChunkWatermark,
     record_incremental_watermarks,
@@ -37,9 +38,10 @@ from cdckit.dialect.sqlserver.snapshot import (
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.formats.debezium.source import format_sqlserver_lsn
+from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.pipeline import read_snapshot_state, write_snapshot_state
 from cdckit.spark.compat import last_end_offset
+from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
@@ -107,10 +109,11 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     if config.bool("include.schema.changes") and not resuming:
         rows.update(_write_schema_changes(spark, config, instances, start))
     if plan:
-        read_options = {**options, PLAN_OPTION: json.dumps(plan),
-                        DONE_OPTION: json.dumps([mark.get("chunk") for mark in _finished(config)])}
+        done = [mark.get("chunk") for mark in _finished(config)]
+        read_options = {**options, PLAN_OPTION: json.dumps(plan), DONE_OPTION: json.dumps(done)}
         frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
-        for topic, count in Sink(spark, options).snapshot(frame, controls_dir=chunks_dir).items():
+        whole = WholeSnapshot(_read_whole(options, instances, plan, done, start), resumed=resuming)
+        for topic, count in Sink(spark, options).snapshot(frame, controls_dir=chunks_dir, whole=whole).items():
             rows[topic] = rows.get(topic, 0) + count
     watermarks = _finished(config)
     report = SnapshotReport("completed" if plan or not data else "no_data", "", json.dumps(start), tables,
@@ -134,8 +137,25 @@ def _current_positions(options: dict[str, str], instances: list[CaptureInstance]
 
 
 def _finished(config: Config) -> list[dict[str, Any]]:
-    """Watermarks of the chunks whose records are written (one document per chunk, by the executors)."""
-    return [mark for mark in _store(config).list_json(CHUNKS) if isinstance(mark, dict)]
+    """Watermarks of the chunks whose records are written (one document per chunk, by the executors; with the
+    Delta sink, one document listing them all, by the driver once the tables are committed)."""
+    marks: list[dict[str, Any]] = []
+    for document in _store(config).list_json(CHUNKS):
+        marks.extend(mark for mark in (document if isinstance(document, list) else [document])
+                     if isinstance(mark, dict))
+    return marks
+
+
+def _read_whole(options: dict[str, str], instances: list[CaptureInstance], plan: list[dict[str, Any]],
+                done: list[Any], start: dict[str, str]) -> dict[str, int]:
+    """The topics of the tables this run reads whole (none of their chunks done), each with its database's start
+    position, which every chunk's rows are at or after."""
+    settings = format_settings(options)
+    chunks = [Chunk(**c) for c in plan]
+    read = {(c.database, c.schema, c.table) for c in chunks} - {(c.database, c.schema, c.table) for c in chunks
+                                                                 if c.id in done}
+    return {TableFormat(i, settings).topic: parse_sqlserver_lsn(start[i.database]) for i in instances
+            if (i.database, i.schema, i.name) in read and start.get(i.database)}
 
 
 def _clear_snapshot_files(config: Config) -> None:

@@ -147,6 +147,7 @@ def test_a_table_whose_creation_was_killed_is_created_again(postgres: Any, spark
 def test_a_restarted_snapshot_replaces_the_unfinished_attempt(postgres: Any, spark: Any, database: str,
                                                               workdir: Path) -> None:
     dsn = _accounts(postgres, database)
+    execute(dsn, "CREATE TABLE public.notes (id integer PRIMARY KEY)", "INSERT INTO public.notes VALUES (1), (2)")
     delta = workdir / "delta"
     config = make_config(postgres, database, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta)})
     first = run_snapshot(spark, config)
@@ -155,13 +156,17 @@ def test_a_restarted_snapshot_replaces_the_unfinished_attempt(postgres: Any, spa
     assert state is not None
     write_snapshot_state(config, {"status": "started", "slot_name": state["slot_name"], "tables": state["tables"],
                                   "attempts": [parse_lsn(first.consistent_point)]})
-    execute(dsn, "DELETE FROM public.accounts WHERE id > 40", "INSERT INTO public.accounts VALUES (60, 'late', 6)")
+    execute(dsn, "DELETE FROM public.accounts WHERE id > 40", "INSERT INTO public.accounts VALUES (60, 'late', 6)",
+            "DELETE FROM public.notes")
     second = run_snapshot(spark, config)
     assert second.status == "completed" and second.consistent_point != first.consistent_point
 
     changes = _changes(spark, delta, TOPIC)
     assert len(changes) == 41 and {op for _, op in changes} == {"r"}  # only the second attempt's rows
     assert _state(spark, delta, TOPIC, "id,owner,balance") == _source(dsn)
+    # a table the second attempt read empty keeps none of the first attempt's rows
+    assert _state(spark, delta, "it.public.notes", "id") == []
+    assert spark.read.format("delta").load(str(delta / "changes" / "it.public.notes")).count() == 0
 
 
 def test_structure_changes_add_and_widen_columns_and_stop_on_what_delta_cannot_follow(

@@ -10,7 +10,7 @@ import pytest
 from test_sqlserver_end_to_end import TOPIC, Writer, model, sqlserver_config, table_rows
 
 from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipeline import read_snapshot_state, run_snapshot, run_stream, write_snapshot_state
 
 pytestmark = [pytest.mark.spark]
 __all__ = ["model"]  # the fixture
@@ -41,6 +41,59 @@ def test_chunked_snapshot_under_concurrent_writes_then_stream_leaves_the_state_t
     assert writer.transactions > 0 and snapshot.rows_per_topic[TOPIC] > 2500
     run_stream(spark, config)
     assert _state(spark, delta) == table_rows(model)
+
+
+def _killed_before_completion(config: Any, workdir: Path, watermarks_recorded: bool) -> None:
+    """What a kill leaves after the snapshot's Delta commits: the snapshot is still ``started``; without
+    ``watermarks_recorded``, the kill came before the chunks' watermarks were recorded too."""
+    state = read_snapshot_state(config)
+    assert state is not None and state["status"] == "completed"
+    write_snapshot_state(config, {"status": "started", "tables": state["tables"],
+                                  "consistent_point": state["consistent_point"], "plan": state["plan"]})
+    if not watermarks_recorded:
+        for document in (workdir / "checkpoint" / "snapshot" / "chunks").glob("*.json"):
+            document.unlink()
+
+
+def _ids(spark: Any, delta: Path, kind: str, table: str = "customers") -> list[tuple[int, str]]:
+    df = spark.read.format("delta").load(str(delta / kind / f"server1.testDB.dbo.{table}"))
+    column = "__op" if kind == "changes" else "email"
+    return sorted((r["id"], r[column]) for r in df.select("id", column).collect())
+
+
+def test_a_snapshot_killed_after_its_delta_commits_leaves_each_row_once(model: SqlServerModel, spark: Any,
+                                                                        workdir: Path) -> None:
+    with model.transaction("testDB") as tx:
+        for i in range(1, 301):
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+        for i in range(1, 21):
+            tx.insert("dbo", "orders", {"id": i, "email": f"o{i}"})
+    delta = workdir / "delta"
+    config = sqlserver_config(model, workdir, **{"cdckit.snapshot.chunk.rows": "70", "cdckit.sink": "delta",
+                                                 "cdckit.delta.path": str(delta)})
+    run_snapshot(spark, config)
+
+    # killed after the watermarks were recorded: nothing is read again
+    _killed_before_completion(config, workdir, watermarks_recorded=True)
+    again = run_snapshot(spark, config)
+    assert again.status == "completed" and again.rows_per_topic == {}
+    assert _ids(spark, delta, "changes") == [(i, "r") for i in range(1, 301)]
+
+    # killed before: every chunk is read again, and its rows replace the first attempt's, also for a table
+    # emptied in between, whose state table is emptied too
+    _killed_before_completion(config, workdir, watermarks_recorded=False)
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 5}, {"email": "changed"})
+        tx.delete("dbo", "customers", {"id": 6})
+        for i in range(1, 21):
+            tx.delete("dbo", "orders", {"id": i})
+    resumed = run_snapshot(spark, config)
+    assert resumed.rows_per_topic == {TOPIC: 299}
+    assert _ids(spark, delta, "changes") == [(i, "r") for i in range(1, 301) if i != 6]
+    assert _ids(spark, delta, "state") == sorted((k[0], v["email"]) for k, v in table_rows(model).items())
+    assert _ids(spark, delta, "changes", "orders") == [] and _ids(spark, delta, "state", "orders") == []
+    run_stream(spark, config)  # the changes the second attempt read are skipped by its watermarks
+    assert _ids(spark, delta, "changes") == [(i, "r") for i in range(1, 301) if i != 6]
 
 
 def test_the_tables_gain_the_column_a_capture_instance_rotation_brings(model: SqlServerModel, spark: Any,

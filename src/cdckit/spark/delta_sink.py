@@ -16,13 +16,14 @@ no batch is collected on the driver. The driver then checks every topic's struct
 commits anything, and commits each topic:
 
 - **Changes:** a stream batch is appended with Delta's idempotent write (``txnAppId`` the stream's query id,
-  ``txnVersion`` the batch id), so a replayed batch commits nothing twice. A PostgreSQL snapshot replaces, in one
-  commit, the rows of earlier snapshot attempts that did not finish (``replaces``), so a restarted snapshot leaves
-  nothing behind.
+  ``txnVersion`` the batch id), so a replayed batch commits nothing twice. A snapshot reads whole tables and is
+  committed at once (``WholeSnapshot``); a resumed one replaces, in one commit per table, the ``r`` rows its
+  earlier attempts committed, so a snapshot killed at any point leaves each row once.
 - **State:** each key's last change in the batch, in position order, is merged: a delete removes the row, other
   changes upsert it (a primary-key update arrives as a delete of the old key and a create of the new one). The
   stream's MERGE carries the same transaction identifier (Delta's ``spark.databricks.delta.write.txnAppId`` /
-  ``txnVersion`` settings). A whole-table snapshot also deletes the rows it did not read.
+  ``txnVersion`` settings). A snapshot also deletes the rows it did not read, all of them for a table it read
+  empty.
 
 Structure changes: added columns are added to both tables; integers, floats and decimals are widened with Delta's
 type widening (the table feature ``typeWidening``, switched on only when a column needs it); a narrower type is
@@ -136,6 +137,22 @@ def widen(old: T.DataType, new: T.DataType) -> T.DataType | None:
     return None
 
 
+@dataclass(frozen=True)
+class WholeSnapshot:
+    """A snapshot of whole tables, committed at once. ``since``: each captured table's topic and the position its
+    ``r`` rows of this snapshot are at or after (PostgreSQL: the first attempt's consistent point; SQL Server: the
+    database's maximum LSN when the snapshot started, below every chunk's high watermark). ``resumed``: earlier
+    attempts may have committed rows, which this one replaces (``r`` rows at or after ``since``; rows of another
+    snapshot there can only be the same rows read again, the source having logged no change in between)."""
+
+    since: Mapping[str, int]
+    resumed: bool
+
+    def replaced(self, topic: str) -> str:
+        """The change rows of ``topic`` this snapshot replaces: a Delta predicate."""
+        return f"__op = 'r' AND __commit_lsn >= {int(self.since[topic])}"
+
+
 @dataclass
 class _Plan:
     """What committing one topic of a batch takes: its staged files and the tables' changes of structure."""
@@ -165,6 +182,7 @@ class DeltaSink:
             raise DeltaSinkError(f"cdckit.delta.mode={self.mode!r}: use one of {', '.join(MODES)}")
         self.partition_columns = [c.strip() for c in (options.get("cdckit.delta.partition.columns") or "").split(",")
                                   if c.strip()]
+        self._keys: dict[str, list[str]] = {}  # each existing table's recorded key, set when it was created
         self._refuse_a_parquet_lake()
 
     def _refuse_a_parquet_lake(self) -> None:
@@ -194,11 +212,10 @@ class DeltaSink:
         return stage_writer(self.location, label, True, _staging)
 
     def commit(self, reported: Sequence[tuple[str, Any]], label: str, controls: list[str] | None = None,
-               txn: tuple[str, int] | None = None, replaces: Sequence[int] | None = None) -> dict[str, int]:
+               txn: tuple[str, int] | None = None, snapshot: WholeSnapshot | None = None) -> dict[str, int]:
         """Commit a staged batch (what ``stage_writer``'s tasks reported) topic by topic. ``txn``: (application id,
-        version) of an idempotent stream batch; ``replaces``: the batch is a whole-table snapshot taken at the
-        last of these positions, the others being earlier attempts whose rows it replaces. Returns rows per topic;
-        the batch's control rows go to ``controls``."""
+        version) of an idempotent stream batch; ``snapshot``: the batch is a snapshot of whole tables. Returns rows
+        per topic; the batch's control rows go to ``controls``."""
         staged: dict[str, list[dict[str, Any]]] = defaultdict(list)
         summary: Counter[str] = Counter()
         found: list[str] = []
@@ -214,9 +231,12 @@ class DeltaSink:
         try:
             plans = [self._plan(topic, files, label) for topic, files in sorted(staged.items())]
             for plan in plans:
-                self._commit(plan, txn, replaces)
+                self._commit(plan, txn, snapshot)
                 for change in plan.changes:
                     print(f"delta table {plan.topic}: {change}", flush=True)
+            if snapshot is not None:
+                for topic in sorted(set(snapshot.since) - set(staged)):
+                    self._read_empty(topic, snapshot)
         finally:
             self._remove_staging(staged, label)
         if controls is not None:
@@ -294,6 +314,11 @@ class DeltaSink:
         return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, path))  # type: ignore[union-attr]
 
     def _key(self, path: str) -> list[str]:
+        if path not in self._keys:
+            self._keys[path] = self._recorded_key(path)
+        return self._keys[path]
+
+    def _recorded_key(self, path: str) -> list[str]:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {_table(path)} ({_sql_string(KEY_PROPERTY)})").collect()
         value = rows[0]["value"] if rows else ""
         try:
@@ -338,6 +363,7 @@ class DeltaSink:
         listed = ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in properties.items())
         self.spark.sql(f"CREATE TABLE {_table(path)} ({', '.join(columns)}) USING DELTA{partitioned} "
                        f"TBLPROPERTIES ({listed})")
+        self._keys[path] = list(plan.key)
 
     def _rows(self, plan: _Plan) -> DataFrame:
         """The batch's rows of a topic, read back from the staged files, in the batch's columns."""
@@ -365,7 +391,7 @@ class DeltaSink:
     def _spark_file(self, path: str) -> str:
         return "s3a://" + path if self.location.startswith(("s3://", "s3a://")) else path
 
-    def _commit(self, plan: _Plan, txn: tuple[str, int] | None, replaces: Sequence[int] | None) -> None:
+    def _commit(self, plan: _Plan, txn: tuple[str, int] | None, snapshot: WholeSnapshot | None) -> None:
         kinds = ([CHANGES] if self.changes else []) + ([STATE] if self.state else [])
         targets = {}  # each table's schema once created and altered
         for kind in kinds:
@@ -381,17 +407,15 @@ class DeltaSink:
             shaped = rows.select(*(F.col(_quote(f.name)).cast(f.dataType) if f.name in rows.columns
                                    else F.lit(None).cast(f.dataType).alias(f.name) for f in target.fields))
             writer = shaped.write.format("delta")
-            if replaces:
-                positions = ", ".join(str(int(p)) for p in replaces)
-                writer = writer.mode("overwrite").option("replaceWhere",
-                                                         f"__op = 'r' AND __commit_lsn IN ({positions})")
+            if snapshot is not None and snapshot.resumed and plan.topic in snapshot.since:
+                writer = writer.mode("overwrite").option("replaceWhere", snapshot.replaced(plan.topic))
             else:
                 writer = writer.mode("append")
                 if txn is not None:
                     writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
             writer.save(path)
         if self.state:
-            self._merge(plan, rows, targets[STATE], txn, whole=bool(replaces))
+            self._merge(plan, rows, targets[STATE], txn, whole=snapshot is not None)
 
     def _merge(self, plan: _Plan, rows: DataFrame, target: T.StructType, txn: tuple[str, int] | None,
                whole: bool) -> None:
@@ -422,6 +446,17 @@ class DeltaSink:
                 self.spark.sql(statement)
         finally:
             self.spark.catalog.dropTempView(view)
+
+    def _read_empty(self, topic: str, snapshot: WholeSnapshot) -> None:
+        """A table the snapshot read no row of: its earlier attempts' change rows and all its state rows go."""
+        if self.changes and snapshot.resumed:
+            path = table_path(self.location, CHANGES, topic)
+            if self._exists(path):
+                self.spark.sql(f"DELETE FROM {_table(path)} WHERE {snapshot.replaced(topic)}")
+        if self.state:
+            path = table_path(self.location, STATE, topic)
+            if self._exists(path):
+                self.spark.sql(f"DELETE FROM {_table(path)}")
 
     @contextmanager
     def _transaction(self, txn: tuple[str, int] | None) -> Iterator[None]:

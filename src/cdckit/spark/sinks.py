@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,10 @@ from cdckit.spark.jsonl import TopicFiles, record_line, without_controls
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from cdckit.spark.delta_sink import WholeSnapshot
+
 POSITION_ORDER = ("topic", "commit_lsn", "lsn", "serial")
+DELTA_CONTROLS = "delta-snapshot.json"  # a Delta snapshot's control rows, written at once after its commits
 WriteSummary = dict[str, int]
 
 
@@ -229,20 +232,23 @@ class Sink:
 
     def snapshot(self, df: DataFrame, controls: list[str] | None = None,
                  controls_dir: str | None = None, topics: list[str] | None = None,
-                 replaces: Sequence[int] | None = None) -> WriteSummary:
+                 whole: WholeSnapshot | None = None) -> WriteSummary:
         """Write a snapshot; a cdckit error raised in a Spark task comes back as itself, one line. ``topics``: the
         topics of the snapshot's records as the source names them, when known before reading (the Kafka sink then
-        writes in one pass). ``replaces``: the snapshot reads whole tables at the last of these positions, the
-        others being earlier attempts that did not finish (the Delta sink replaces their rows)."""
+        writes in one pass). ``whole``: the snapshot reads whole tables (what the Delta sink replaces and deletes;
+        other sinks need not know). With the Delta sink, the control rows go to ``controls_dir`` as one document,
+        once every table is committed, so a snapshot resumed after a kill reads either every chunk again or none."""
         from cdckit.errors import from_spark
 
         with from_spark("the snapshot stopped"):
             if self._delta is not None:
                 found: list[str] = []
                 summary = self._delta.commit(on_partitions(df, self._delta.stage_writer("snapshot")), "snapshot",
-                                             found, replaces=replaces)
-                if controls_dir:
-                    _persist_controls(controls_dir, found)  # only once the rows are committed
+                                             found, snapshot=whole)
+                if controls_dir and found:
+                    from cdckit.state import StateStore
+
+                    StateStore(controls_dir).write_json(DELTA_CONTROLS, [json.loads(value) for value in found])
                 if controls is not None:
                     controls.extend(found)
                 return summary  # type: ignore[no-any-return]
