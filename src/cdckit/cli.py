@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -40,12 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
                        ("schema-evolution", "SQL Server: rotate capture instances of tables whose structure "
                                             "changed"),
-                       ("validate", "check a configuration and print it with secrets hidden")):
+                       ("validate", "check a configuration and print it with secrets hidden"),
+                       ("status", "show a job's position, lag, last batch, snapshot progress and the source's "
+                                  "health (slot or capture job), from its checkpoint and the source")):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("config", type=_config_location, nargs="?",
                          help="connector JSON or .properties file (a path or an s3:// URI)")
         sub.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override one property (repeatable)")
+        if name == "status":
+            sub.add_argument("--json", action="store_true", help="print the status as one JSON document")
         if name == "schema-evolution":
             sub.add_argument("--plan", action="store_true", help="print the T-SQL for a DBA instead of running it")
     quality = commands.add_parser("quality", help="check emitted records with the data-quality suites")
@@ -131,6 +136,15 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.command == "schema-evolution":
         return _schema_evolution(config, args.plan, console)
+    if args.command == "status":
+        from cdckit.status import job_status, render
+
+        status = job_status(config)
+        if args.json:
+            print(json.dumps(status, sort_keys=True, default=str))
+        else:
+            render(status, console)
+        return 0
     if args.command == "snapshot" and config.str("snapshot.mode") == "never":
         from cdckit.errors import ConfigurationError
 
@@ -151,9 +165,15 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         for topic, count in report.rows_per_topic.items():
             console.print(f"  {topic}: {count}", highlight=False)
         return 0
-    stream = run_stream(spark, config, on_batch=lambda batch_id, summary: console.print(
-        f"batch {batch_id}: " + (", ".join(f"{t}={n}" for t, n in summary.items()) or "no events"),
-        highlight=False))
+    if console.is_terminal:  # a live view of the metrics instead of a line per batch
+        from cdckit.observe.live import LiveView
+
+        with LiveView(console) as view:
+            stream = run_stream(spark, config, on_metrics=view.update)
+    else:
+        stream = run_stream(spark, config, on_batch=lambda batch_id, summary: console.print(
+            f"batch {batch_id}: " + (", ".join(f"{t}={n}" for t, n in summary.items()) or "no events"),
+            highlight=False))
     console.print(f"stream stopped after {stream.batches} batch(es), {stream.events} records; last offset "
                   f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
     return 0

@@ -15,7 +15,7 @@ from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.lab.inventory import CHANGES_SQL, apply_changes, create_inventory
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipeline import job_observer, run_snapshot, run_stream
 from cdckit.spark.session import get_spark
 from cdckit.spark.sinks import read_records
 
@@ -57,8 +57,13 @@ def run_demo(workdir: Path, console: Console | None = None, quality_report: Path
         config = demo_config(pg, workdir)
         with console.status("starting Spark"):
             spark = get_spark()
+        reports: list[dict[str, Any]] = []  # the metrics documents the job publishes (instead of its JSON lines)
+        observer = job_observer(config, reports.append)
         with console.status("snapshot: slot with exported snapshot, tables read in parallel"):
-            snapshot = run_snapshot(spark, config)
+            try:
+                snapshot = run_snapshot(spark, config, observer=observer)
+            finally:
+                observer.close()
         console.print(f"snapshot: {snapshot.rows} rows from {len(snapshot.tables)} tables in {snapshot.seconds:.1f}s, "
                       f"slot [bold]{snapshot.slot_name}[/] consistent point {snapshot.consistent_point}")
         applied = apply_changes(pg.dsn(DEMO_DB))
@@ -66,9 +71,10 @@ def run_demo(workdir: Path, console: Console | None = None, quality_report: Path
         for statement in CHANGES_SQL:
             console.print(f"  [dim]{statement}[/]")
         with console.status("stream: reading the slot until caught up (trigger available-now)"):
-            stream = run_stream(spark, config)
+            stream = run_stream(spark, config, on_metrics=reports.append)
         console.print(f"stream: {stream.events} records in {stream.batches} micro-batch(es), last offset "
                       f"{stream.last_offset}, slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
+        _print_metrics(console, reports[-1] if reports else {})
         _print_topics(console, snapshot.rows_per_topic, stream.events_per_topic)
         examples = _examples(config.str("cdckit.output.path"), sorted(set(snapshot.rows_per_topic)
                                                                       | set(stream.events_per_topic)))
@@ -86,6 +92,18 @@ def run_demo(workdir: Path, console: Console | None = None, quality_report: Path
     finally:
         with console.status("stopping PostgreSQL"):
             pg.stop()
+
+
+def _print_metrics(console: Console, document: dict[str, Any]) -> None:
+    """Debezium's streaming metrics as the job last published them (``cdckit.metrics.port`` serves them live)."""
+    for database, values in (document.get("streaming") or {}).items():
+        console.print(f"metrics ({database}): MilliSecondsBehindSource {values['MilliSecondsBehindSource']}, "
+                      f"TotalNumberOfEventsSeen {values['TotalNumberOfEventsSeen']} (create "
+                      f"{values['TotalNumberOfCreateEventsSeen']}, update {values['TotalNumberOfUpdateEventsSeen']}, "
+                      f"delete {values['TotalNumberOfDeleteEventsSeen']}), NumberOfCommittedTransactions "
+                      f"{values['NumberOfCommittedTransactions']}, slot retained WAL "
+                      f"{values.get('SlotRetainedWalBytes', 'unknown')} bytes; `cdckit status` shows them too",
+                      highlight=False)
 
 
 def _quality(spark: Any, config: Config, folder: Path, console: Console) -> Any:

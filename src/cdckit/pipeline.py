@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -19,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -34,15 +36,20 @@ from cdckit.dialect.postgres.replication import (
     drop_slot,
     ensure_publication,
     slot_lost_error,
+    slot_retained_wal,
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_topic, topic_name
 from cdckit.formats.debezium.transaction import transaction_topic
+from cdckit.observe.metrics import ConnectorMetrics
+from cdckit.observe.publish import Observer
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
+from cdckit.spark.progress import counted_source
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
 from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files, kafka_in_one_pass, source_writes
@@ -53,6 +60,7 @@ log = logging.getLogger("cdckit")
 
 
 STATE = "snapshot/state.json"
+SNAPSHOT_PROGRESS_SECONDS = 1.0  # how often a running snapshot's rows per table are published
 
 
 def _state_file(config: Config) -> str:
@@ -85,13 +93,81 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     return options, tables
 
 
-def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
-    """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data)."""
-    check_paths(spark, config.as_properties())
+def job_observer(config: Config, on_metrics: Callable[[dict[str, Any]], None] | None = None) -> Observer:
+    """The job's metrics and their publishers (``cdckit.observe``), with the source's health. ``on_metrics``: called
+    with every published document (a terminal's live view, which then replaces the JSON lines)."""
     if config.is_sqlserver:
         from cdckit import sqlserver_pipeline
 
-        return sqlserver_pipeline.run_snapshot(spark, config, data=data)
+        observer = sqlserver_pipeline.job_observer(config, json_lines=on_metrics is None)
+    else:
+        observer = Observer(config.as_properties(include_secrets=False), [config.str("database.dbname")],
+                            SlotHealth(config.as_properties(include_secrets=True), config.str("slot.name")),
+                            json_lines=on_metrics is None)
+    if on_metrics is not None:
+        observer.listeners.append(on_metrics)
+    return observer
+
+
+def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
+                 observer: Observer | None = None) -> SnapshotReport:
+    """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data).
+    ``observer``: the stream's metrics, when the snapshot runs before it (else the snapshot has its own)."""
+    check_paths(spark, config.as_properties())
+    own = observer is None
+    observer = observer or job_observer(config)
+    try:
+        if config.is_sqlserver:
+            from cdckit import sqlserver_pipeline
+
+            return sqlserver_pipeline.run_snapshot(spark, config, data=data, observer=observer)
+        return _snapshot(spark, config, data, observer)
+    finally:
+        if own:
+            observer.close()
+
+
+def snapshot_observed(observer: Observer, tables: dict[str, list[str]], topics: dict[str, tuple[str, str]],
+                      take: Callable[[], SnapshotReport],
+                      estimates: dict[str, dict[str, int]] | None = None) -> SnapshotReport:
+    """Run ``take`` with Debezium's snapshot metrics around it: ``tables`` per database, ``topics`` naming each
+    topic's (database, table) for the rows it got. While it runs, the rows its finished tasks read (the snapshot
+    source's accumulator, ``observer.snapshot_rows``) are published every second."""
+    observer.metrics.snapshot_started(tables, estimates)
+    observer.publish("snapshot")
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(SNAPSHOT_PROGRESS_SECONDS):
+            counted = observer.snapshot_rows
+            if counted is None:
+                continue
+            for topic, rows in counted().items():
+                if topic in topics:
+                    observer.metrics.snapshot_rows(*topics[topic], rows)
+            observer.publish("progress")
+
+    watcher = threading.Thread(target=watch, daemon=True, name="cdckit-snapshot-progress")
+    watcher.start()
+    try:
+        report = take()
+    except BaseException:
+        observer.metrics.snapshot_ended(completed=False)
+        observer.publish("snapshot")
+        raise
+    finally:
+        done.set()
+        watcher.join()
+        observer.snapshot_rows = None
+    for topic, rows in report.rows_per_topic.items():
+        if topic in topics:
+            observer.metrics.snapshot_rows(*topics[topic], rows, done=True)
+    observer.metrics.snapshot_ended(completed=True)
+    observer.publish("snapshot")
+    return report
+
+
+def _snapshot(spark: SparkSession, config: Config, data: bool, observer: Observer) -> SnapshotReport:
     started = time.monotonic()
     options, tables = prepare_source(config)
     slot_name = config.str("slot.name")
@@ -115,38 +191,48 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
                     f"(SELECT pg_drop_replication_slot('{slot_name}')) if nothing else uses it; to stream from it "
                     f"without a snapshot, set snapshot.mode=never")
 
-    table_names = [t.qualified_name for t in tables]
-    # The consistent points of earlier attempts that did not finish: the Delta sink replaces their rows.
-    attempts = [int(p) for p in state.get("attempts", [])] if state and state.get("status") == "started" else []
-    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
-                                  "attempts": attempts})
-    _clear_snapshot_files(config)
-    exported = create_slot_exporting_snapshot(options)
-    attempts.append(exported.consistent_point)
-    write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
-                                  "attempts": attempts})
-    try:
-        rows: WriteSummary = {}
-        if data:
-            sink = Sink(spark, options)
-            folder = sink.source_writes()
-            df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder)
-            settings = format_settings(options)
-            whole = WholeSnapshot({topic_name(settings, t.schema, t.name): attempts[0] for t in tables},
-                                  resumed=len(attempts) > 1)
-            rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables),
-                                                                 whole=whole)
-    finally:
-        exported.release()
-    report = SnapshotReport("completed" if data else "no_data", slot_name, format_lsn(exported.consistent_point),
-                            table_names, rows, round(time.monotonic() - started, 3))
-    # The structures the snapshot read start the schema history, so a change before the first streamed event of
-    # a table is still announced.
-    record_schema_controls(options, [json.dumps({
-        "kind": "schema", "table": t.qualified_name, "key": list(t.key_columns), "columns": signature(t),
-        "position": [exported.consistent_point, exported.consistent_point, 0]}) for t in tables])
-    write_snapshot_state(config, {"status": "completed", **asdict(report)})
-    return report
+    database = config.str("database.dbname")
+    settings = format_settings(options)
+    topics = {topic_name(settings, t.schema, t.name): (database, t.qualified_name) for t in tables}
+
+    def take() -> SnapshotReport:
+        table_names = [t.qualified_name for t in tables]
+        # The consistent points of earlier attempts that did not finish: the Delta sink replaces their rows.
+        attempts = [int(p) for p in state.get("attempts", [])] if state and state.get("status") == "started" \
+            else []
+        write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
+                                      "attempts": attempts})
+        _clear_snapshot_files(config)
+        exported = create_slot_exporting_snapshot(options)
+        attempts.append(exported.consistent_point)
+        write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
+                                      "attempts": attempts})
+        try:
+            rows: WriteSummary = {}
+            if data:
+                sink = Sink(spark, options)
+                folder = sink.source_writes()
+                df = snapshot_frame(spark, config, exported.snapshot_name, exported.consistent_point, folder,
+                                    observer)
+                whole = WholeSnapshot({topic_name(settings, t.schema, t.name): attempts[0] for t in tables},
+                                      resumed=len(attempts) > 1)
+                rows = sink.written(df) if folder else sink.snapshot(df, topics=snapshot_topics(options, tables),
+                                                                     whole=whole)
+        finally:
+            exported.release()
+        report = SnapshotReport("completed" if data else "no_data", slot_name,
+                                format_lsn(exported.consistent_point), table_names, rows,
+                                round(time.monotonic() - started, 3))
+        # The structures the snapshot read start the schema history, so a change before the first streamed event
+        # of a table is still announced.
+        record_schema_controls(options, [json.dumps({
+            "kind": "schema", "table": t.qualified_name, "key": list(t.key_columns), "columns": signature(t),
+            "position": [exported.consistent_point, exported.consistent_point, 0]}) for t in tables])
+        write_snapshot_state(config, {"status": "completed", **asdict(report)})
+        return report
+
+    return snapshot_observed(observer, {database: [t.qualified_name for t in tables]}, topics, take,
+                             {database: {t.qualified_name: t.estimated_rows for t in tables}})
 
 
 def snapshot_topics(options: dict[str, str], tables: list[Any]) -> list[str]:
@@ -178,9 +264,10 @@ def _table_topics(options: dict[str, str], names: list[tuple[str, str]]) -> list
 
 
 def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, consistent_point: int,
-                   files_output: str | None = None) -> DataFrame:
+                   files_output: str | None = None, observer: Observer | None = None) -> DataFrame:
     """The snapshot's records; with ``files_output``, the tasks write them there themselves and the frame holds
-    only what they wrote per topic (``Sink.written``)."""
+    only what they wrote per topic (``Sink.written``). With ``observer``, the tasks report their rows per topic
+    (``observer.snapshot_rows``)."""
     options = config.as_properties(include_secrets=True)
     if files_output:
         options["cdckit.snapshot.files.output"] = files_output
@@ -188,7 +275,10 @@ def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, cons
     options["cdckit.snapshot.lsn"] = format_lsn(consistent_point)
     # Debezium stamps every snapshot record's source.ts_ms with the time the snapshot started, not the row's read.
     options["cdckit.snapshot.ts_ms"] = str(time.time_ns() // 1_000_000)
-    return spark.read.format("cdckit_postgres_snapshot").options(**to_spark_options(options)).load()
+    source = "cdckit_postgres_snapshot"
+    if observer is not None:
+        source, observer.snapshot_rows = counted_source(spark, PostgresSnapshotDataSource)
+    return spark.read.format(source).options(**to_spark_options(options)).load()
 
 
 def _clear_snapshot_files(config: Config) -> None:
@@ -197,15 +287,16 @@ def _clear_snapshot_files(config: Config) -> None:
     clear_snapshot_files(config.str("cdckit.output.path"))
 
 
-def ensure_stream_start(spark: SparkSession, config: Config) -> SnapshotReport | None:
+def ensure_stream_start(spark: SparkSession, config: Config,
+                        observer: Observer | None = None) -> SnapshotReport | None:
     """Do what ``snapshot.mode`` asks before streaming; returns the snapshot report when one ran."""
     mode = config.str("snapshot.mode")
     if mode == "when_needed":
         _start_over_if_the_slot_cannot_continue(config)
     if mode in ("initial", "initial_only", "when_needed"):
-        return run_snapshot(spark, config)
+        return run_snapshot(spark, config, observer=observer)
     if mode in ("no_data", "schema_only") and not read_snapshot_state(config):
-        return run_snapshot(spark, config, data=False)
+        return run_snapshot(spark, config, data=False, observer=observer)
     options, _ = prepare_source(config)
     with closing(connect(options)) as conn:
         status = slot_status(conn, config.str("slot.name"))
@@ -266,25 +357,39 @@ def _has_stream_checkpoint(config: Config) -> bool:
 
 
 def run_stream(spark: SparkSession, config: Config,
-               on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamReport:
-    """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``."""
+               on_batch: Callable[[int, WriteSummary], None] | None = None,
+               on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
+    """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
+    ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
     check_paths(spark, config.as_properties())
     if config.is_sqlserver:
         from cdckit import sqlserver_pipeline
 
-        return sqlserver_pipeline.run_stream(spark, config, on_batch)
+        return sqlserver_pipeline.run_stream(spark, config, on_batch, on_metrics)
     started = time.monotonic()
     report = StreamReport()
-    report.snapshot = ensure_stream_start(spark, config)
+    observer = job_observer(config, on_metrics)
+    try:
+        _stream(spark, config, report, observer, on_batch)
+    finally:
+        observer.close()
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def _stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
+            on_batch: Callable[[int, WriteSummary], None] | None) -> None:
+    report.snapshot = ensure_stream_start(spark, config, observer)
     if config.str("snapshot.mode") == "initial_only":
-        return report
+        return
     options = stream_options(spark, config)
     # The change source's partitions are consecutive LSN ranges, each read in position order; a batch of one range
     # goes to Kafka in one pass.
     one_range = options["cdckit.stream.partitions"] == "1" and kafka_in_one_pass(options)
     query = run_query(spark, config, "cdckit_postgres_changes", options, f"cdckit_{config.str('slot.name')}",
                       report, on_batch, lambda controls: record_schema_controls(options, controls),
-                      ordered_partitions=True, batch_topics=(lambda: stream_topics(options)) if one_range else None)
+                      ordered_partitions=True, batch_topics=(lambda: stream_topics(options)) if one_range else None,
+                      observer=observer)
     report.last_offset = _last_committed_lsn(query)
     if report.last_offset is not None:
         # Spark confirms a batch when it plans the next one; a stopped query plans none, so confirm the last
@@ -297,8 +402,34 @@ def run_stream(spark: SparkSession, config: Config,
             drop_slot(conn, config.str("slot.name"))
         log.warning("dropped replication slot %s (slot.drop.on.stop=true): changes from now on are not kept for "
                     "cdckit", config.str("slot.name"))
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
+
+
+class SlotHealth:
+    """The replication slot's retained WAL for the metrics (``SlotRetainedWalBytes``), over one connection kept
+    by the driver (opened again after a failure, when ``Connected`` turns false)."""
+
+    def __init__(self, options: dict[str, str], slot_name: str) -> None:
+        self.options = options
+        self.slot_name = slot_name
+        self.database = options.get("database.dbname", "")
+        self.conn: Any = None
+
+    def __call__(self, metrics: ConnectorMetrics) -> dict[str, dict[str, float | None]]:
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = connect(self.options)
+            retained = slot_retained_wal(self.conn, self.slot_name)
+        except psycopg2.Error:
+            if self.conn is not None:
+                self.conn.close()
+            metrics.connected(self.database, False)
+            return {}
+        metrics.connected(self.database, True)
+        return {self.database: {"SlotRetainedWalBytes": retained}}
+
+    def close(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()
 
 
 def stream_options(spark: SparkSession, config: Config) -> dict[str, str]:

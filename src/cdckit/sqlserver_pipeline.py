@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import asdict
 from typing import Any
 
@@ -26,7 +26,7 @@ from cdckit.dialect.sqlserver.catalog import (
     check_include_list,
     databases,
 )
-from cdckit.dialect.sqlserver.changes import require_max_lsn
+from cdckit.dialect.sqlserver.changes import capture_health, require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.snapshot import (
     CHUNKS_OPTION,
@@ -39,14 +39,18 @@ from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
-from cdckit.pipeline import read_snapshot_state, write_snapshot_state
+from cdckit.observe.metrics import ConnectorMetrics
+from cdckit.observe.publish import Observer
+from cdckit.pipeline import job_observer as pipeline_observer
+from cdckit.pipeline import read_snapshot_state, snapshot_observed, write_snapshot_state
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.progress import counted_source
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
 from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files
-from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
+from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, SqlServerSnapshotDataSource, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.state import StateStore, join
 from cdckit.streaming import SnapshotReport, StreamReport, run_query
@@ -84,13 +88,70 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     return options, instances
 
 
-def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> SnapshotReport:
+class CaptureHealth:
+    """The capture job's latency and the cleanup margin for the metrics, per database (``changes.capture_health``),
+    over connections the driver keeps."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.conns: dict[str, Any] = {}
+        self.instances: dict[str, list[str]] = {}  # capture instances per database, read once
+
+    def __call__(self, metrics: ConnectorMetrics) -> dict[str, dict[str, float | None]]:
+        found: dict[str, dict[str, float | None]] = {}
+        for database in databases(self.options):
+            try:
+                conn = self.conns.get(database) or connect(self.options, database)
+                self.conns[database] = conn
+                cursor = conn.cursor()
+                if database not in self.instances:
+                    self.instances[database] = [i.capture_instance for i in capture_instances(
+                        cursor, database, self.options, [])]
+                found[database] = capture_health(cursor, database, self.instances[database],
+                                                 metrics.last_commit(database))
+                metrics.connected(database, True)
+            except Exception as exc:  # the metrics say so; the stream goes on
+                log.debug("reading the capture job's health in %s failed: %s", database, exc)
+                with suppress(Exception):
+                    self.conns.pop(database).close()
+                metrics.connected(database, False)
+        return found
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            with suppress(Exception):
+                conn.close()
+
+
+def job_observer(config: Config, json_lines: bool = True) -> Observer:
+    options = config.as_properties(include_secrets=True)
+    return Observer(config.as_properties(include_secrets=False), databases(options), CaptureHealth(options),
+                    json_lines=json_lines)
+
+
+def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
+                 observer: Observer | None = None) -> SnapshotReport:
     """Snapshot every captured table; a snapshot that failed part-way resumes, reading only unfinished chunks."""
-    started = time.monotonic()
     state = read_snapshot_state(config)
     if state and state.get("status") == "completed":
         return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
     options, instances = prepare_source(config)
+    if observer is None:
+        return _snapshot(spark, config, data, state, options, instances, "cdckit_sqlserver_snapshot")
+    settings = format_settings(options)
+    tables: dict[str, list[str]] = {}
+    topics = {}
+    for instance in instances:
+        tables.setdefault(instance.database, []).append(instance.qualified_name)
+        topics[TableFormat(instance, settings).topic] = (instance.database, instance.qualified_name)
+    source, observer.snapshot_rows = counted_source(spark, SqlServerSnapshotDataSource)
+    return snapshot_observed(observer, tables, topics,
+                             lambda: _snapshot(spark, config, data, state, options, instances, source))
+
+
+def _snapshot(spark: SparkSession, config: Config, data: bool, state: dict[str, Any] | None,
+              options: dict[str, str], instances: list[CaptureInstance], source: str) -> SnapshotReport:
+    started = time.monotonic()
     chunks_dir = join(config.str("cdckit.checkpoint.location"), CHUNKS)
     resuming = bool(state and state.get("status") == "started" and state.get("plan") is not None)
     if resuming:
@@ -111,7 +172,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True) -> S
     if plan:
         done = [mark.get("chunk") for mark in _finished(config)]
         read_options = {**options, PLAN_OPTION: json.dumps(plan), DONE_OPTION: json.dumps(done)}
-        frame = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()
+        frame = spark.read.format(source).options(**to_spark_options(read_options)).load()
         whole = WholeSnapshot(_read_whole(options, instances, plan, done, start), resumed=resuming)
         for topic, count in Sink(spark, options).snapshot(frame, controls_dir=chunks_dir, whole=whole).items():
             rows[topic] = rows.get(topic, 0) + count
@@ -184,16 +245,28 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
 
 
 def run_stream(spark: SparkSession, config: Config,
-               on_batch: Callable[[int, WriteSummary], None] | None = None) -> StreamReport:
+               on_batch: Callable[[int, WriteSummary], None] | None = None,
+               on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
     started = time.monotonic()
     report = StreamReport()
+    observer = pipeline_observer(config, on_metrics)
+    try:
+        _stream(spark, config, report, observer, on_batch)
+    finally:
+        observer.close()
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def _stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
+            on_batch: Callable[[int, WriteSummary], None] | None) -> None:
     mode = config.str("snapshot.mode")
     if mode in ("initial", "initial_only"):  # when_needed is refused for SQL Server (config.loader)
-        report.snapshot = run_snapshot(spark, config)
+        report.snapshot = run_snapshot(spark, config, observer=observer)
     elif mode in ("schema_only", "no_data") and not read_snapshot_state(config):
-        report.snapshot = run_snapshot(spark, config, data=False)
+        report.snapshot = run_snapshot(spark, config, data=False, observer=observer)
     if mode == "initial_only":
-        return report
+        return
     options, instances = prepare_source(config)
     if mode == "never" and not read_snapshot_state(config) and not _store(config).names("stream/offsets"):
         # Where the first run starts, kept before it runs: a run that commits no batch leaves no offset in the
@@ -208,10 +281,9 @@ def run_stream(spark: SparkSession, config: Config,
     options[KNOWN_INSTANCES_OPTION] = json.dumps(state.get("capture_instances", {}))
     options[CHUNKS_OPTION] = ChunkFilter.to_option([ChunkWatermark(**w) for w in state.get("watermarks", [])])
     query = run_query(spark, config, "cdckit_sqlserver_changes", options, f"cdckit_{config.str('topic.prefix')}",
-                      report, on_batch, lambda controls: record_incremental_watermarks(options, controls))
+                      report, on_batch, lambda controls: record_incremental_watermarks(options, controls),
+                      observer=observer)
     document = last_end_offset(query)
     if document:
         report.last_offset = json.dumps({db: entry["commit_lsn"] for db, entry in
                                          document.get("databases", {}).items()})
-    report.seconds = round(time.monotonic() - started, 3)
-    return report

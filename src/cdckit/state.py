@@ -114,6 +114,14 @@ class StateStore:
         with self._fs.open_input_stream(key) as stream:
             return bytes(stream.read()).decode()
 
+    def modified_ms(self, relative: str) -> int | None:
+        """When the file was last written (epoch milliseconds), or None when it does not exist."""
+        if not self.remote:
+            path = self._local(relative)
+            return int(path.stat().st_mtime * 1000) if path.exists() else None
+        info = self._fs.get_file_info(self._key(relative))
+        return int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
+
     def names(self, folder: str) -> list[str]:
         """The file names in ``folder``."""
         if not self.remote:

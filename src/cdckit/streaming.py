@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
 from cdckit.errors import from_spark
+from cdckit.observe.publish import Observer
 from cdckit.spark import compat
 from cdckit.spark.options import to_spark_options
+from cdckit.spark.progress import ProgressListener, listen
 from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
@@ -53,13 +57,15 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
               on_batch: Callable[[int, WriteSummary], None] | None = None,
               on_controls: Callable[[list[str]], None] | None = None,
               ordered_partitions: bool = False,
-              batch_topics: Callable[[], list[str]] | None = None) -> StreamingQuery:
+              batch_topics: Callable[[], list[str]] | None = None,
+              observer: Observer | None = None) -> StreamingQuery:
     """Run the change stream into the configured sink until the trigger or ``cdckit.stream.max.batches`` stops it.
 
     ``ordered_partitions``: the source's partitions are consecutive position ranges, each in position order,
     so the files sink may write them as they are. ``batch_topics``: each batch is one such partition, and this gives
-    the topics of the tables captured now (``Sink.batch``). Returns the stopped query (its ``lastProgress`` names the
-    last committed batch and offsets).
+    the topics of the tables captured now (``Sink.batch``). ``observer``: the job's metrics, updated from each
+    batch's stats rows (which the source's partitions end with) and Spark's progress. Returns the stopped query (its
+    ``lastProgress`` names the last committed batch and offsets).
     """
     sink = Sink(spark, config.as_properties(include_secrets=True))
     source_wrote = bool(options.get(STREAM_FILES_OUTPUT))  # the tasks write the files sink's records themselves
@@ -72,8 +78,13 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         controls: list[str] = []
         summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions,
                              source_wrote=source_wrote, topics=batch_topics)
+        stats, controls = split_stats(controls)
         if controls and on_controls is not None:
             on_controls(controls)
+        if observer is not None:
+            observer.metrics.batch_committed(batch_id, stats, sum(summary.values()))
+            observer.poll_health(every_s=2.0)  # a query to the source at most every 2 s
+            observer.publish("batch")
         totals.update(summary)
         report.batches += 1
         last_batch_id[0] = batch_id
@@ -98,7 +109,18 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     else:
         interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
         writer = writer.trigger(processingTime=interval)
-    query = writer.queryName(query_name).start()
+    remove_listener = None
+    if observer is not None:
+        listener = ProgressListener(observer.metrics.progress, lambda: _idle(observer))
+        remove_listener = listen(spark, listener)
+    try:
+        query = writer.queryName(query_name).start()
+    except BaseException:
+        if remove_listener is not None:
+            remove_listener()
+        raise
+    if observer is not None:
+        listener.watch(str(query.id))
     caught_up = threading.Event()
     if catch_up:
         threading.Thread(target=_until_caught_up, args=(query, caught_up), daemon=True,
@@ -115,7 +137,26 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         query.stop()
     finally:
         report.events_per_topic = dict(sorted(totals.items()))
+        if remove_listener is not None:
+            remove_listener()
     return query
+
+
+def split_stats(controls: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A batch's control values: the partitions' stats documents (for the metrics), and the rest."""
+    stats, rest = [], []
+    for value in controls:
+        if value.startswith('{"kind":"stats"'):
+            stats.append(json.loads(value))
+        else:
+            rest.append(value)
+    return stats, rest
+
+
+def _idle(observer: Observer) -> None:
+    observer.metrics.caught_up()
+    observer.poll_health()
+    observer.publish("idle")
 
 
 def _until_caught_up(query: StreamingQuery, caught_up: threading.Event) -> None:

@@ -684,3 +684,36 @@ def test_the_login_timeout_is_database_connect_timeout_ms(monkeypatch: pytest.Mo
     connect({"database.hostname": "db", "database.user": "u", "database.password": "p",
              "database.names": "testDB", "database.connect.timeout.ms": "4500"})
     assert seen == {"timeout": 4}
+
+
+def test_capture_job_latency_and_cleanup_margin_as_the_metrics_read_them(tmp_path: Path) -> None:
+    from cdckit.dialect.sqlserver.catalog import lsn_int
+    from cdckit.dialect.sqlserver.changes import capture_health
+
+    now = [dt.datetime(2026, 11, 26, 12, 0, 0)]
+    server = SqlServerModel(tmp_path / "sqlserver.sqlite", clock=lambda: now[0])
+    server.create_database("testDB")
+    server.create_table("testDB", "dbo", "customers", CUSTOMERS, ["id"])
+    server.enable_cdc("testDB")
+    server.enable_table("testDB", "dbo", "customers")
+    with server.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "name": "a"})
+    first = tx.commit_lsn
+    server.stop_agent()
+    now[0] += dt.timedelta(seconds=5)
+    with server.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 2, "name": "b"})
+    second = tx.commit_lsn
+    now[0] += dt.timedelta(seconds=60)
+    server.start_agent()  # the capture job scans what waited in the log: 60 s after its commit
+    assert first is not None and second is not None
+    conn = connect({"cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+                    "cdckit.sqlserver.model.path": str(server.path), "database.hostname": "h",
+                    "database.user": "u", "database.password": "p"}, "testDB")
+    cursor = conn.cursor()
+    health = capture_health(cursor, "testDB", ["dbo_customers"], lsn_int(second))
+    assert health == {"CaptureJobLatencySeconds": 60.0, "CleanupMarginSeconds": 5.0}
+    server.cleanup("testDB", "dbo_customers", second)  # the low-water mark reaches the stream's position
+    assert capture_health(cursor, "testDB", ["dbo_customers"], lsn_int(second))["CleanupMarginSeconds"] == 0.0
+    assert capture_health(cursor, "testDB", ["dbo_customers"], None)["CleanupMarginSeconds"] is None
+    conn.close()

@@ -450,6 +450,14 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
             and not values.get("database.dbname"):
         problems.append("database.dbname is required (database to capture); set it in the configuration file or "
                         "with --set database.dbname=...")
+    tags = str(values.get("custom.metric.tags") or "")
+    for item in filter(None, (part.strip() for part in tags.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            problems.append(f"custom.metric.tags entry {item!r} is not key=value; write k1=v1,k2=v2")
+    port = values.get("cdckit.metrics.port")
+    if isinstance(port, int) and port > 65535:
+        problems.append(f"cdckit.metrics.port={port} is not a TCP port (1 to 65535, or 0 for no endpoint)")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
     if values.get("cdckit.sink") == "delta":

@@ -193,6 +193,13 @@ PROPERTIES: tuple[Property, ...] = (
              "into partitions only where each keeps at least this many changes", minimum=1, only="postgres"),
     Property("cdckit.stream.max.batches", "int", 0, "stop the stream after this many micro-batches "
              "(0 = no limit)", minimum=0),
+    # -- metrics (docs/monitoring.md) -------------------------------------------------------------------
+    Property("cdckit.metrics.port", "int", 0, "port of the driver's Prometheus endpoint (/metrics) with "
+             "Debezium's metrics (0 = none)", minimum=0),
+    Property("cdckit.metrics.cloudwatch.namespace", "string", "", "CloudWatch namespace the driver sends "
+             "Debezium's metrics to after each batch, through boto3 (empty = none)"),
+    Property("custom.metric.tags", "string", "", "k1=v1,k2=v2: labels (Prometheus) and dimensions (CloudWatch) "
+             "added to every metric, as Debezium appends them to its MBean names"),
 )
 
 BY_NAME = {prop.name: prop for prop in PROPERTIES}

@@ -72,6 +72,7 @@ from cdckit.spark.rows import (
     event_rows,
     now_ms,
     skipped_operations,
+    with_stats,
 )
 from cdckit.spark.schema_history import SchemaHistory
 
@@ -214,7 +215,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LsnRange)
         decoded = _DecodedRange(self.options, partition, self.slot_name)
-        batches = decoded.batches() if decoded.columnar else arrow_batches(decoded.rows())
+        batches = with_stats(decoded.batches() if decoded.columnar else arrow_batches(decoded.rows()),
+                             self.options.get("database.dbname", ""), decoded.filtered)
         folder = self.options.get(STREAM_FILES_OUTPUT)
         if folder and partition.batch is not None:
             return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}"))
@@ -299,6 +301,11 @@ class _DecodedRange:
                 yield plain
         finally:
             conn.close()
+
+    def filtered(self) -> int:
+        """Changes left out: of tables not captured, or by skipped.operations (once the range is read)."""
+        decoder = getattr(self, "decoder", None)
+        return (decoder.filtered if decoder is not None else 0) + int(getattr(self.records, "filtered", 0))
 
     def rows(self) -> Iterator[EventRow]:
         for item in self.items():

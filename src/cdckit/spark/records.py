@@ -83,6 +83,7 @@ class RecordBuilder:
         self.label = transaction_label
         self.tombstones = option_bool(options, "tombstones.on.delete", True)
         self.skipped = skipped_operations(options)
+        self.filtered = 0  # events left out by skipped.operations (NumberOfEventsFiltered)
         self.with_transactions = option_bool(options, "provide.transaction.metadata", False)
         self.transaction_topic = tx.transaction_topic(settings.topic_prefix, options.get("topic.transaction",
                                                                                          "transaction"))
@@ -103,6 +104,7 @@ class RecordBuilder:
                 yield self._transaction_row(end, position, 0, event.source_ts_ms)
             return
         if event.op in self.skipped:
+            self.filtered += 1
             return
         table_format = self.format_for(event)
         # Snapshot reads belong to no captured transaction: Debezium gives them no transaction block and no
@@ -155,6 +157,7 @@ class QlikRecordBuilder:
         self.mapping = qlik_sqlserver.MAPPING if self.format_settings.is_sqlserver else qlik_postgres.MAPPING
         self.table_for = table_for
         self.skipped = skipped_operations(options)
+        self.filtered = 0  # events left out by skipped.operations (NumberOfEventsFiltered)
         self.tables: dict[str, qlik.QlikTable] = {}
         self.pending: ChangeEvent | None = None
         self.counter = 0
@@ -164,7 +167,10 @@ class QlikRecordBuilder:
             yield from self._flush(last=True)
             self.counter = 0
             return
-        if event.op not in _QLIK_OPERATIONS or event.op in self.skipped:
+        if event.op in self.skipped:
+            self.filtered += 1
+            return
+        if event.op not in _QLIK_OPERATIONS:
             return
         if event.op == "r":
             yield from self._emit(event, last=False)

@@ -8,7 +8,8 @@ is a tombstone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -216,3 +217,65 @@ def skipped_operations(options: Mapping[str, str]) -> set[str]:
 def option_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     return default if value is None else value.strip().lower() in ("true", "1", "yes", "on")
+
+
+STATS = "_stats"  # the op of a partition's last row: what it read, for the driver's metrics (cdckit.observe)
+
+
+def with_stats(batches: Iterable[pa.RecordBatch], database: str,
+               filtered: Callable[[], int] | None = None) -> Iterator[pa.RecordBatch]:
+    """The partition's batches, then one control row (op ``_stats``) with what they held: data events by op,
+    transactions (runs of one commit position; a partition never splits a transaction), the events ``filtered``
+    out, and the last event (its table, op, position, source time and its ``source`` block's transaction id and
+    position). Counted on the Arrow columns as they pass, without reading the data again."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cdckit.observe.metrics import DATA_OPS, stats_document
+
+    ops: Counter[str] = Counter()
+    transactions = 0
+    previous: int | None = None
+    last: dict[str, Any] | None = None
+    last_value: str | None = None
+    data_ops = pa.array(DATA_OPS)
+    for batch in batches:
+        yield batch
+        is_data = pc.is_in(batch.column("op"), value_set=data_ops)
+        if not pc.any(is_data).as_py():
+            continue
+        rows = batch.filter(is_data)
+        for entry in pc.value_counts(rows.column("op")).to_pylist():
+            ops[entry["values"]] += entry["counts"]
+        commits = rows.column("commit_lsn")
+        size = len(commits)
+        if size > 1:
+            transactions += int(pc.sum(pc.not_equal(commits.slice(1), commits.slice(0, size - 1))).as_py() or 0)
+        first = commits[0].as_py()
+        transactions += 1 if first != previous else 0
+        previous = commits[size - 1].as_py()
+        end = rows.slice(size - 1).to_pylist()[0]
+        last = {"table": end["table"], "topic": end["topic"], "op": end["op"],
+                "position": [end["commit_lsn"], end["lsn"], end["serial"]], "source_ts_ms": end["source_ts_ms"]}
+        last_value = end["value"]
+    if last is not None and last_value:
+        source = _source_block(orjson, last_value)
+        last["transaction"] = str(source.get("txId") or source.get("commit_lsn") or "") or None
+        last["source"] = {k: source[k] for k in ("lsn", "txId", "ts_usec", "commit_lsn", "change_lsn",
+                                                 "event_serial_no") if source.get(k) is not None}
+    document = stats_document(database, ops, transactions, filtered() if filtered else 0, last)
+    yield from arrow_batches([("", None, orjson.dumps(document).decode(), [], None, STATS, 0, 0, 0, now_ms(), None)])
+
+
+def _source_block(orjson: Any, value: str) -> dict[str, Any]:
+    """A Debezium value's ``source`` block (with or without the schema envelope), or {} for another format."""
+    try:
+        message = orjson.loads(value)
+    except ValueError:
+        return {}
+    if not isinstance(message, dict):
+        return {}
+    payload = message.get("payload", message)
+    source = payload.get("source") if isinstance(payload, dict) else None
+    return source if isinstance(source, dict) else {}

@@ -52,7 +52,7 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver
 from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record
+from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record, with_stats
 from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
 
 log = logging.getLogger("cdckit.sqlserver")
@@ -290,9 +290,16 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(self.rows(partition))
+        builders: list[Any] = []
+        batches = arrow_batches(self.rows(partition, builders))
+        if isinstance(partition, ChangeRangePartition):
+            return with_stats(batches, partition.database, lambda: sum(b.filtered for b in builders))
+        if isinstance(partition, IncrementalChunkPartition):
+            return with_stats(batches, partition.instance.database)
+        return batches
 
-    def rows(self, partition: InputPartition) -> Iterator[EventRow]:
+    def rows(self, partition: InputPartition, builders: list[Any] | None = None) -> Iterator[EventRow]:
+        """The partition's records; ``builders`` gets the record builder of a change range (its ``filtered``)."""
         if isinstance(partition, HeartbeatPartition):
             settings = format_settings(self.options)
             key, value = heartbeat_messages(settings, now_ms())
@@ -315,6 +322,8 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             lambda event: (by_table[(event.schema, event.table)],
                            formats[by_table[(event.schema, event.table)].capture_instance]),
             lambda event: format_sqlserver_lsn(event.position.commit_lsn) or "")
+        if builders is not None:
+            builders.append(records)
         skip = ChunkFilter.from_options(options).extended(
             [ChunkWatermark(**mark) for mark in json.loads(partition.watermarks)])
         with closing(connect(options, partition.database)) as conn:

@@ -218,6 +218,7 @@ class ChangeDecoder:
         self.begin_lsn = 0  # where the current transaction's BEGIN message sits
         self.last_commit_lsn: int | None = start
         self._plain: PlainChanges | None = None
+        self.filtered = 0  # changes in the range of tables not captured, or of skipped operations
 
     def feed(self, lsn: int, data: bytes) -> Iterator[ChangeEvent]:
         if not self.in_range and data[:1] not in _NEEDED_OUT_OF_RANGE:
@@ -265,6 +266,7 @@ class ChangeDecoder:
         if known is None:
             return False
         if known[1] is None or op not in ops:
+            self.filtered += 1
             return True  # a table that is not captured, or an operation skipped
         plain = self._plain
         if plain is None:
@@ -306,6 +308,7 @@ class ChangeDecoder:
             return
         relation, table, names, emitted = self.relations.get(message.relation_id, (None, None, [], frozenset()))
         if relation is None or table is None:
+            self.filtered += 1
             return
 
         def row(values: pgoutput.TupleValues | None) -> Row | None:

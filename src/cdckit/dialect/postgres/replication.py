@@ -115,6 +115,21 @@ def slot_status(conn: Connection, slot_name: str) -> SlotStatus | None:
                       str(wal_status or "reserved"))
 
 
+def slot_retained_wal(conn: Connection, slot_name: str) -> int | None:
+    """Bytes of WAL the server keeps for the slot (from its restart LSN to the current WAL position), or None when
+    the slot is missing or the server cannot tell (a standby, YugabyteDB)."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+                        "WHERE slot_name = %s", (slot_name,))
+            row = cur.fetchone()
+        conn.commit()
+    except psycopg2.Error:
+        conn.rollback()
+        return None
+    return int(row[0]) if row is not None and row[0] is not None else None
+
+
 def slot_lost_error(slot_name: str, status: SlotStatus | None, checkpoint: str) -> ReplicationSlotError:
     """The error for a slot that can no longer give cdckit the changes its checkpoint continues from."""
     recovery = (f"to start over, re-snapshot: delete {checkpoint} (and the topics' or files' old events if you "

@@ -9,6 +9,7 @@ row is one event with serial 1.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from cdckit.dialect.sqlserver.catalog import CaptureInstance, lsn_bytes, lsn_int
 from cdckit.errors import CdcKitError, SourcePreconditionError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.source import format_sqlserver_lsn
+
+log = logging.getLogger("cdckit.sqlserver")
 
 
 class PurgedChangesError(CdcKitError):
@@ -38,6 +41,34 @@ def min_lsn(cursor: Any, database: str, capture_instance: str) -> int:
     cursor.execute(queries.MIN_LSN.format(db=queries.quote_name(database)), capture_instance)
     row = cursor.fetchone()
     return lsn_int(row[0]) if row else 0
+
+
+def capture_health(cursor: Any, database: str, capture_instances: list[str], position: int | None
+                   ) -> dict[str, float | None]:
+    """For the metrics: the capture job's last scan latency (``CaptureJobLatencySeconds``; None when the login may
+    not read sys.dm_cdc_log_scan_sessions, VIEW DATABASE STATE) and the seconds of changes between the cleanup job's
+    low-water mark and ``position`` (``CleanupMarginSeconds``: at 0 or below, the next cleanup removes changes not
+    yet read)."""
+    name = queries.quote_name(database)
+    latency: float | None = None
+    try:
+        cursor.execute(queries.CAPTURE_LATENCY.format(db=name))
+        row = cursor.fetchone()
+        latency = float(row[0]) if row and row[0] is not None else None
+    except Exception as exc:  # a permission the login lacks: the value stays unknown
+        log.debug("reading the capture job's latency in %s failed: %s", database, exc)
+    margin: float | None = None
+    if position is not None and capture_instances:
+        low = max(min_lsn(cursor, database, instance) for instance in capture_instances)
+        cursor.execute(queries.OLDEST_KEPT_TIME.format(db=name), lsn_bytes(low))
+        oldest = cursor.fetchone()
+        cursor.execute(queries.POSITION_TIME.format(db=name), lsn_bytes(position))
+        at = cursor.fetchone()
+        if oldest and at and oldest[0] is not None and at[0] is not None:
+            margin = (at[0] - oldest[0]).total_seconds()
+        elif oldest and oldest[0] is not None and low > position:
+            margin = 0.0  # the low-water mark passed the position: changes were removed
+    return {"CaptureJobLatencySeconds": latency, "CleanupMarginSeconds": margin}
 
 
 def agent_running(cursor: Any) -> bool | None:

@@ -36,6 +36,15 @@ MIN_LSN = "SELECT {db}.sys.fn_cdc_get_min_lsn(?)"
 
 INCREMENT_LSN = "SELECT {db}.sys.fn_cdc_increment_lsn(?)"
 
+# For the metrics: the capture job's last scan session (its latency: seconds from the last transaction it processed
+# committing to the scan's end; session 0 is SQL Server's summary of all sessions) ...
+CAPTURE_LATENCY = ("SELECT TOP (1) [latency] FROM {db}.sys.dm_cdc_log_scan_sessions WHERE [session_id] > 0 "
+                   "ORDER BY [session_id] DESC")
+# ... and the commit times of the oldest transaction the change tables still hold (at or after the cleanup job's
+# low-water mark, a capture instance's minimum LSN) and of the last transaction at or before a position.
+OLDEST_KEPT_TIME = "SELECT MIN([tran_end_time]) FROM {db}.cdc.lsn_time_mapping WHERE [start_lsn] >= ?"
+POSITION_TIME = "SELECT MAX([tran_end_time]) FROM {db}.cdc.lsn_time_mapping WHERE [start_lsn] <= ?"
+
 # -- capture instances and their columns ------------------------------------------------------------------
 CAPTURE_INSTANCES = (
     "SELECT s.name AS schema_name, t.name AS table_name, ct.capture_instance, ct.start_lsn, ct.object_id, "

@@ -103,7 +103,7 @@ class SqlServerModel:
             conn.execute("UPDATE server SET v = ? WHERE k = 'agent_running'", (int(running),))
             if running:
                 for (db,) in conn.execute("SELECT name FROM databases").fetchall():
-                    harvest(conn, db)
+                    harvest(conn, db, self._now())
 
     def set_database_online(self, db: str, online: bool) -> None:
         """ALTER DATABASE [db] SET OFFLINE / ONLINE: while offline, connecting to it fails with error 942."""
@@ -261,7 +261,7 @@ class SqlServerModel:
                      "begin_time, end_time, tran_id) VALUES (?, ?, ?, 'ddl', ?, ?, ?, 1, ?, ?, ?)",
                      (info.db, lsn, lsn, info.object_id, definition, command, now, now, tran_id(conn, info.db)))
         if store.server_value(conn, "agent_running"):
-            harvest(conn, info.db)
+            harvest(conn, info.db, now)
 
     # -- CDC ----------------------------------------------------------------------------------------------------
     def enable_cdc(self, db: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ def tran_id(conn: sqlite3.Connection, db: str) -> bytes:
     return int(0x3A0 + value).to_bytes(10, "big")
 
 
-def harvest(conn: sqlite3.Connection, db: str) -> None:
+def harvest(conn: sqlite3.Connection, db: str, now: str | None = None) -> None:
     """The capture job's scan: committed log records -> change tables, ``cdc.ddl_history``, ``cdc.lsn_time_mapping``.
 
     A change reaches each capture instance of its table enabled before the change committed. A transaction with
@@ -70,6 +71,13 @@ def harvest(conn: sqlite3.Connection, db: str) -> None:
     if last is not None and not captured_last:
         conn.execute("INSERT INTO lsn_time_mapping VALUES (?, ?, ?, ?, ?)", (db, last[0], last[1], last[2], ZERO_LSN))
     conn.execute("DELETE FROM log WHERE db = ? AND commit_lsn IS NOT NULL", (db,))
+    if records and now is not None:
+        # sys.dm_cdc_log_scan_sessions: one session per scan; its latency, the seconds from the last transaction
+        # it processed committing to the scan's end
+        committed = max(dt.datetime.fromisoformat(str(record[10])) for record in records)
+        latency = max(0, int((dt.datetime.fromisoformat(now) - committed).total_seconds()))
+        conn.execute("INSERT INTO log_scan_sessions (db, start_time, end_time, latency) VALUES (?, ?, ?, ?)",
+                     (db, now, now, latency))
 
 
 def _alter_captured_column(conn: sqlite3.Connection, instance: store.InstanceInfo, column: ModelColumn) -> bool:
@@ -157,7 +165,7 @@ class ModelTransaction:
                              (self.commit_lsn, self._begin, self._model._now(),
                               tran_id(conn, self._db), self._db))
                 if store.server_value(conn, "agent_running"):
-                    harvest(conn, self._db)
+                    harvest(conn, self._db, self._model._now())
             conn.execute("COMMIT")
         finally:
             conn.close()

@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS cdc_index_columns (db TEXT COLLATE NOCASE, object_id 
     index_ordinal INTEGER, column_id INTEGER);
 CREATE TABLE IF NOT EXISTS ddl_history (db TEXT COLLATE NOCASE, source_object_id INTEGER, object_id INTEGER,
     required_column_update INTEGER, ddl_command TEXT, ddl_lsn BLOB, ddl_time TEXT);
+CREATE TABLE IF NOT EXISTS log_scan_sessions (session_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    db TEXT COLLATE NOCASE, start_time TEXT, end_time TEXT, latency INTEGER);
 CREATE TABLE IF NOT EXISTS lsn_time_mapping (db TEXT COLLATE NOCASE, start_lsn BLOB, tran_begin_time TEXT,
     tran_end_time TEXT, tran_id BLOB);
 CREATE TABLE IF NOT EXISTS change_rows (db TEXT COLLATE NOCASE, object_id INTEGER, start_lsn BLOB, seqval BLOB,

@@ -166,6 +166,24 @@ def _min_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Sessi
     return _scalar(_lsn_out(), found[0].start_lsn if found else ZERO_LSN)
 
 
+def _capture_latency(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    rows = conn.execute("SELECT latency FROM log_scan_sessions WHERE db = ? ORDER BY session_id DESC LIMIT 1",
+                        (db,)).fetchall()
+    return _rows([_out("latency", "int", 4, 10)], rows)
+
+
+def _mapping_time(aggregate: str, compare: str) -> Handler:
+    def handler(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+        db = _database(conn, g)
+        _require_cdc(conn, db, "lsn_time_mapping")
+        column = _out("", "datetime", 8, 23, 3)
+        row = conn.execute(f"SELECT {aggregate}(tran_end_time) FROM lsn_time_mapping WHERE db = ? "
+                           f"AND start_lsn {compare} ?", (db, _binary(p[0]))).fetchone()
+        return _scalar(column, decode(column.column, row[0]) if row[0] is not None else None)
+    return handler
+
+
 def _increment_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     _database(conn, g)
     lsn = _binary(p[0])
@@ -394,6 +412,9 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
         ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
         ("INCREMENT_LSN", q.INCREMENT_LSN.format(db=db), _increment_lsn),
+        ("CAPTURE_LATENCY", q.CAPTURE_LATENCY.format(db=db), _capture_latency),
+        ("OLDEST_KEPT_TIME", q.OLDEST_KEPT_TIME.format(db=db), _mapping_time("MIN", ">=")),
+        ("POSITION_TIME", q.POSITION_TIME.format(db=db), _mapping_time("MAX", "<=")),
         ("CAPTURE_INSTANCES", q.CAPTURE_INSTANCES.format(db=db), _capture_instances),
         ("CAPTURED_COLUMNS", q.CAPTURED_COLUMNS.format(db=db), _captured_columns),
         ("PRIMARY_KEY_COLUMNS", q.PRIMARY_KEY_COLUMNS.format(db=db), _primary_key_columns),

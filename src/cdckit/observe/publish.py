@@ -1,0 +1,105 @@
+"""Where a job's metrics go: the Prometheus endpoint, CloudWatch, a JSON line per batch in the job log, and the
+status file ``cdckit status`` reads (``<checkpoint>/status.json``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from cdckit.formats.debezium.envelope import format_settings
+from cdckit.observe.metrics import ConnectorMetrics
+from cdckit.state import StateStore
+
+STATUS_FILE = "status.json"
+Health = Callable[[ConnectorMetrics], Mapping[str, Mapping[str, float | None]]]
+log = logging.getLogger("cdckit.metrics")
+
+
+def metric_tags(text: str) -> dict[str, str]:
+    """``custom.metric.tags`` (``k1=v1,k2=v2``): labels on every value."""
+    tags = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"custom.metric.tags: {item!r} is not key=value; write k1=v1,k2=v2")
+        tags[key.strip()] = value.strip()
+    return tags
+
+
+class Observer:
+    """One job's metrics (``metrics``) and their publishers, built from the connector's settings."""
+
+    def __init__(self, options: Mapping[str, str], databases: Iterable[str], health: Health | None = None,
+                 json_lines: bool = True) -> None:
+        settings = format_settings(options)
+        self.metrics = ConnectorMetrics(settings.connector, settings.topic_prefix, databases,
+                                        tags=metric_tags(options.get("custom.metric.tags", "")))
+        self.health = health
+        self.json_lines = json_lines
+        self.status = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+        self.endpoint: Any = None
+        self.cloudwatch: Any = None
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []  # e.g. the terminal's live view
+        self.snapshot_rows: Callable[[], dict[str, int]] | None = None  # a running snapshot's rows per topic
+        self._lock = threading.Lock()
+        self._polled = -1e9
+        port = int(options.get("cdckit.metrics.port", "0") or "0")
+        if port:
+            from cdckit.observe.prometheus import Endpoint
+
+            self.endpoint = Endpoint(self.metrics, port)
+        namespace = options.get("cdckit.metrics.cloudwatch.namespace", "")
+        if namespace:
+            from cdckit.observe.cloudwatch import CloudWatchPublisher
+
+            self.cloudwatch = CloudWatchPublisher(self.metrics, namespace)
+
+    def poll_health(self, every_s: float = 0.0) -> None:
+        """Read the source's health now, or (``every_s``) only if it was read longer ago than that."""
+        if self.health is None or time.monotonic() - self._polled < every_s:
+            return
+        self._polled = time.monotonic()
+        try:
+            for database, values in self.health(self.metrics).items():
+                self.metrics.source_health(database, values)
+        except Exception as exc:  # the source's health is for the metrics only: the stream goes on
+            log.warning("reading the source's health for the metrics failed: %s", type(exc).__name__)
+
+    def publish(self, event: str, running: bool = True) -> dict[str, Any]:
+        """After a committed batch (``batch``), a trigger that found nothing new (``idle``), or the job's end
+        (``stopped``): the values to CloudWatch, the status file, a JSON line (batches only)."""
+        with self._lock:
+            document = self.metrics.document()
+            document.update({"event": event, "running": running, "host": socket.gethostname(), "pid": os.getpid()})
+            if self.endpoint is not None:
+                document["metrics_port"] = self.endpoint.port
+            if self.json_lines and event in ("batch", "snapshot"):
+                # the message alone on its line (stderr, the job log), for log pipelines to parse
+                print(json.dumps({"cdckit.metrics": document}, sort_keys=True), file=sys.stderr, flush=True)
+            if self.cloudwatch is not None:
+                self.cloudwatch.publish()
+            try:
+                self.status.write_json(STATUS_FILE, document)
+            except OSError as exc:
+                log.warning("writing %s failed: %s", STATUS_FILE, exc.strerror)
+            for listener in self.listeners:
+                listener(document)
+            return document
+
+    def close(self) -> None:
+        try:
+            self.poll_health()
+            self.publish("stopped", running=False)
+        finally:
+            if self.endpoint is not None:
+                self.endpoint.close()
+            close = getattr(self.health, "close", None)
+            if close is not None:
+                close()

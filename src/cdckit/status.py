@@ -1,0 +1,196 @@
+"""``cdckit status connector.json``: what a job's checkpoint and its source say, without Spark.
+
+Reads the checkpoint (the snapshot's state, the stream's last committed batch and its offsets, and the status file
+the running job rewrites after every batch and every idle trigger, ``status.json``) and asks the source about the
+slot (PostgreSQL) or the capture job (SQL Server). A job counts as running while its status file says so and is
+fresh: the job rewrites it at least every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s) plus a batch's
+time; one older than ``STALE_SECONDS`` belongs to a job that was stopped without saying so (killed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import closing, suppress
+from typing import Any
+
+from cdckit.config import Config
+from cdckit.observe.publish import STATUS_FILE
+from cdckit.state import StateStore
+
+STALE_SECONDS = 60
+SNAPSHOT_STATE = "snapshot/state.json"
+
+
+def job_status(config: Config) -> dict[str, Any]:
+    """Everything ``cdckit status`` shows, as data."""
+    checkpoint = config.str("cdckit.checkpoint.location")
+    store = StateStore(checkpoint)
+    now_ms = int(time.time() * 1000)
+    found: dict[str, Any] = {"checkpoint": checkpoint, "topic.prefix": config.str("topic.prefix")}
+    snapshot = store.read_json(SNAPSHOT_STATE)
+    found["snapshot"] = snapshot if isinstance(snapshot, dict) else None
+    found["stream"] = _last_batch(store)
+    report = store.read_json(STATUS_FILE)
+    if isinstance(report, dict):
+        age = (now_ms - int(report.get("at_ms", 0))) / 1000
+        report["age_seconds"] = round(age, 1)
+        report["alive"] = bool(report.get("running")) and age <= STALE_SECONDS
+    found["job"] = report if isinstance(report, dict) else None
+    try:
+        found["source"] = _sqlserver_source(config) if config.is_sqlserver else _postgres_source(config)
+    except Exception as exc:  # the rest of the status is still worth showing
+        found["source"] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    return found
+
+
+def _last_batch(store: StateStore) -> dict[str, Any] | None:
+    """The stream's last committed batch (Spark's ``commits/<id>``) and its end offsets (``offsets/<id>``)."""
+    commits = sorted((int(n) for n in store.names("stream/commits") if n.isdigit()), reverse=True)
+    if not commits:
+        return None
+    batch = commits[0]
+    text = store.read_text(f"stream/offsets/{batch}") or ""
+    lines = text.splitlines()
+    offsets = []
+    for line in lines[2:]:
+        with suppress(ValueError):
+            offsets.append(json.loads(line))
+    return {"batch": batch, "offsets": offsets[0] if len(offsets) == 1 else offsets,
+            "committed_ms": store.modified_ms(f"stream/commits/{batch}")}
+
+
+def _postgres_source(config: Config) -> dict[str, Any]:
+    from cdckit.dialect.postgres.connection import connect
+    from cdckit.dialect.postgres.lsn import format_lsn
+    from cdckit.dialect.postgres.replication import slot_retained_wal, slot_status
+
+    options = config.as_properties(include_secrets=True)
+    slot_name = config.str("slot.name")
+    with closing(connect(options)) as conn:
+        status = slot_status(conn, slot_name)
+        if status is None:
+            return {"slot": slot_name, "exists": False}
+        retained = slot_retained_wal(conn, slot_name)
+        estimates = _postgres_estimates(conn, config)
+    return {"slot": slot_name, "exists": True, "active": status.active, "wal_status": status.wal_status,
+            "confirmed_flush_lsn": format_lsn(status.confirmed_flush_lsn),
+            "restart_lsn": format_lsn(status.restart_lsn), "retained_wal_bytes": retained,
+            "estimated_rows": estimates}
+
+
+def _postgres_estimates(conn: Any, config: Config) -> dict[str, int]:
+    """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
+    snapshot = StateStore(config.str("cdckit.checkpoint.location")).read_json(SNAPSHOT_STATE)
+    tables = snapshot.get("tables", []) if isinstance(snapshot, dict) else []
+    estimates = {}
+    with conn.cursor() as cur:
+        for name in tables:
+            schema, _, table = str(name).partition(".")
+            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
+                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
+            row = cur.fetchone()
+            if row is not None:
+                estimates[str(name)] = int(row[0])
+    conn.commit()
+    return estimates
+
+
+def _sqlserver_source(config: Config) -> dict[str, Any]:
+    from cdckit.dialect.sqlserver.catalog import capture_instances, databases
+    from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn
+    from cdckit.dialect.sqlserver.connection import connect
+    from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
+
+    options = config.as_properties(include_secrets=True)
+    store = StateStore(config.str("cdckit.checkpoint.location"))
+    last = _last_batch(store)
+    positions = {}
+    if last and isinstance(last["offsets"], dict):
+        for database, entry in (last["offsets"].get("databases") or {}).items():
+            with suppress(Exception):
+                positions[database] = parse_sqlserver_lsn(str(entry["commit_lsn"]))
+    found: dict[str, Any] = {}
+    for database in databases(options):
+        with closing(connect(options, database)) as conn:
+            cursor = conn.cursor()
+            instances = [i.capture_instance for i in capture_instances(cursor, database, options, [])]
+            health = capture_health(cursor, database, instances, positions.get(database))
+            found[database] = {"agent_running": agent_running(cursor),
+                               "max_lsn": format_sqlserver_lsn(max_lsn(cursor, database)),
+                               "capture_instances": instances, **health}
+    return found
+
+
+def render(status: dict[str, Any], console: Any) -> None:
+    """``job_status`` for a person."""
+    def line(text: str) -> None:
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    line(f"checkpoint {status['checkpoint']} (topic.prefix {status['topic.prefix']})")
+    job = status.get("job")
+    if job is None:
+        line("job: no status recorded (no job has run with this checkpoint since metrics were added)")
+    else:
+        where = f"on {job.get('host')} pid {job.get('pid')}"
+        port = f", metrics on port {job['metrics_port']}" if job.get("metrics_port") else ""
+        if job.get("alive"):
+            line(f"job: running {where}{port}; last report {job['age_seconds']} s ago")
+        elif job.get("running"):
+            line(f"job: not running: its last report ({job['age_seconds']} s ago, {where}) said running, so it was "
+                 f"stopped without finishing (killed, or its machine lost)")
+        else:
+            line(f"job: not running (stopped {job['age_seconds']} s ago, {where})")
+    snapshot = status.get("snapshot")
+    if snapshot is None:
+        line("snapshot: none recorded")
+    else:
+        rows = snapshot.get("rows_per_topic") or {}
+        line(f"snapshot: {snapshot.get('status')}" + (f", {sum(rows.values())} rows from "
+                                                       f"{len(snapshot.get('tables') or [])} tables" if rows else ""))
+    stream = status.get("stream")
+    if stream is None:
+        line("stream: no batch committed yet")
+    else:
+        ago = (time.time() * 1000 - stream["committed_ms"]) / 1000 if stream.get("committed_ms") else None
+        line(f"stream: last committed batch {stream['batch']}" + (f", {ago:.0f} s ago" if ago is not None else "")
+             + f"; position {json.dumps(stream['offsets'], sort_keys=True)}")
+    if job is not None:
+        for database, values in (job.get("streaming") or {}).items():
+            lag = values.get("MilliSecondsBehindSource")
+            line(f"  {database or 'database'}: lag {lag} ms, {values.get('TotalNumberOfEventsSeen')} events "
+                 f"(c {values.get('TotalNumberOfCreateEventsSeen')}, u {values.get('TotalNumberOfUpdateEventsSeen')}, "
+                 f"d {values.get('TotalNumberOfDeleteEventsSeen')}), "
+                 f"{values.get('NumberOfCommittedTransactions')} transactions, last event "
+                 f"{values.get('LastEvent') or 'none'} (counts since the job started)")
+        batch = job.get("batch") or {}
+        if batch:
+            line(f"  last batch {batch.get('id')}: {batch.get('records')} records"
+                 + (f", {batch['duration_ms']} ms" if "duration_ms" in batch else "")
+                 + (f", {batch['processed_rows_per_second']:.0f} rows/s" if "processed_rows_per_second" in batch
+                    else ""))
+    source = status.get("source") or {}
+    if "error" in source:
+        line(f"source: not reachable ({source['error']})")
+    elif "slot" in source:
+        if not source.get("exists"):
+            line(f"source: replication slot '{source['slot']}' does not exist")
+        else:
+            retained = source.get("retained_wal_bytes")
+            line(f"source: slot '{source['slot']}' wal_status {source['wal_status']}, confirmed "
+                 f"{source['confirmed_flush_lsn']}, restart {source['restart_lsn']}, retained WAL "
+                 + (f"{retained / 1048576:.1f} MiB" if retained is not None else "unknown"))
+    else:
+        for database, values in source.items():
+            latency, margin = values.get("CaptureJobLatencySeconds"), values.get("CleanupMarginSeconds")
+            agent = {True: "running", False: "NOT running"}.get(values.get("agent_running"), "unknown")
+            line(f"source {database}: agent {agent}, max LSN {values.get('max_lsn')}, capture job latency "
+                 + (f"{latency:.0f} s" if latency is not None else "unknown") + ", cleanup margin "
+                 + (f"{margin / 3600:.1f} h" if margin is not None else "unknown"))
+    estimates = source.get("estimated_rows") or {}
+    if job is not None:
+        for database, values in (job.get("snapshot") or {}).items():
+            for table, rows in (values.get("RowsScanned") or {}).items():
+                estimate = estimates.get(table)
+                line(f"  snapshot {database}.{table}: {rows} rows read"
+                     + (f" of about {estimate}" if estimate else ""))
