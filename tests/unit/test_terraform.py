@@ -107,7 +107,8 @@ def test_environments_tag_everything_and_keep_state_remote(env: Path) -> None:
 def test_taggable_resources_get_the_tags(folder: Path) -> None:
     untaggable = ("aws_s3_bucket_", "aws_kms_alias", "aws_iam_role_policy", "aws_route_table_association",
                   "aws_msk_configuration", "aws_sns_topic_subscription", "aws_iam_role_policy_attachment",
-                  "azurerm_eventhub", "kubernetes_", "helm_release", "aws_cloudwatch_log_metric_filter")
+                  "azurerm_eventhub", "kubernetes_", "helm_release", "aws_cloudwatch_log_metric_filter",
+                  "aws_cloudwatch_dashboard")
     for block in _blocks(folder, "resource"):
         for kind, instances in block.items():
             if kind.startswith(untaggable) and kind != "azurerm_eventhub_namespace":

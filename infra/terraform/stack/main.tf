@@ -67,6 +67,7 @@ module "iam" {
   kafka_cluster_arn   = module.kafka.cluster_arn
   topic_prefix        = var.topic_prefix
   log_group_arn       = module.spark.log_group_arn
+  metrics_namespace   = var.metrics_namespace
   tags                = local.tags
 }
 
@@ -91,6 +92,10 @@ module "monitoring" {
   postgres_instance_id = var.postgres_instance_id
   alarm_emails         = var.alarm_emails
   kms_key_arn          = module.storage.kms_key_arn
+  connector            = var.connector
+  topic_prefix         = var.topic_prefix
+  database_names       = var.database_names
+  metrics_namespace    = var.metrics_namespace
   tags                 = local.tags
 }
 
@@ -107,4 +112,5 @@ module "job_config" {
   kafka_bootstrap_servers = module.kafka.bootstrap_servers
   checkpoint_uri          = module.storage.checkpoint_uri
   delta_uri               = module.storage.delta_uri
+  metrics_namespace       = var.metrics_namespace
 }

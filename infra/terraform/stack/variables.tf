@@ -116,3 +116,9 @@ variable "alarm_emails" {
   type        = list(string)
   default     = []
 }
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace of Debezium's metrics the jobs send, and of the alarms and dashboard on them."
+  type        = string
+  default     = "cdckit"
+}

@@ -86,6 +86,16 @@ data "aws_iam_policy_document" "jobs" {
     }
   }
   statement {
+    sid       = "PublishMetrics"
+    actions   = ["cloudwatch:PutMetricData"]
+    resources = ["*"] # PutMetricData has no resource; the condition keeps the role to cdckit's namespace
+    condition {
+      test     = "StringEquals"
+      variable = "cloudwatch:namespace"
+      values   = [var.metrics_namespace]
+    }
+  }
+  statement {
     sid       = "WriteJobLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
     resources = ["${var.log_group_arn}:*"]

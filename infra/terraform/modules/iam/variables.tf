@@ -62,3 +62,9 @@ variable "tags" {
   description = "Tags for every resource."
   type        = map(string)
 }
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace the jobs send Debezium's metrics to (cdckit.metrics.cloudwatch.namespace)."
+  type        = string
+  default     = "cdckit"
+}

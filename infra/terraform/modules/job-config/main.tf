@@ -30,5 +30,7 @@ locals {
     "cdckit.checkpoint.location" = "${var.checkpoint_uri}/${var.name}"
     "cdckit.delta.path"          = var.delta_uri
     "cdckit.trigger"             = "processing-time"
+    # Debezium's metrics to CloudWatch after every batch (the alarms and dashboard of the monitoring module)
+    "cdckit.metrics.cloudwatch.namespace" = var.metrics_namespace
   }, local.kafka, var.extra_properties)
 }

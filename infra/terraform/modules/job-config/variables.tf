@@ -69,3 +69,9 @@ variable "extra_properties" {
   type        = map(string)
   default     = {}
 }
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace the jobs send Debezium's metrics to."
+  type        = string
+  default     = "cdckit"
+}

@@ -76,3 +76,112 @@ resource "aws_cloudwatch_metric_alarm" "kafka_disk" {
   alarm_actions       = [aws_sns_topic.alarms.arn]
   tags                = var.tags
 }
+
+# -- Debezium's metrics, which the jobs send to CloudWatch (cdckit.metrics.cloudwatch.namespace) ---------------------
+locals {
+  postgres = var.connector != "sqlserver"
+  # the dimensions cdckit sends each streaming value with, per captured database
+  streaming = { for database in var.database_names : database => {
+    Connector = var.topic_prefix
+    Context   = "streaming"
+    Database  = database
+  } }
+}
+
+resource "aws_cloudwatch_metric_alarm" "lag" {
+  for_each            = local.streaming
+  alarm_name          = "${var.name}-cdckit-lag-${each.key}"
+  alarm_description   = "cdckit is more than ${var.max_lag_seconds} s behind ${each.key} (MilliSecondsBehindSource), or stopped reporting."
+  namespace           = var.metrics_namespace
+  metric_name         = "MilliSecondsBehindSource"
+  dimensions          = each.value
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 5
+  threshold           = var.max_lag_seconds * 1000
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "breaching" # a running stream reports at least every 10 s, idle or not
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "disconnected" {
+  for_each            = local.streaming
+  alarm_name          = "${var.name}-cdckit-disconnected-${each.key}"
+  alarm_description   = "cdckit cannot reach ${each.key} (Connected is 0)."
+  namespace           = var.metrics_namespace
+  metric_name         = "Connected"
+  dimensions          = each.value
+  statistic           = "Minimum"
+  period              = 60
+  evaluation_periods  = 3
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "notBreaching" # a stopped stream is the lag alarm's
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "slot_retained_wal" {
+  for_each            = local.postgres ? local.streaming : {}
+  alarm_name          = "${var.name}-cdckit-slot-wal-${each.key}"
+  alarm_description   = "The replication slot keeps more than ${var.max_slot_lag_mb} MB of WAL on ${each.key} (SlotRetainedWalBytes): the stream is behind or stopped, and the server's disk fills."
+  namespace           = var.metrics_namespace
+  metric_name         = "SlotRetainedWalBytes"
+  dimensions          = each.value
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  threshold           = var.max_slot_lag_mb * 1024 * 1024
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "capture_latency" {
+  for_each            = local.postgres ? {} : local.streaming
+  alarm_name          = "${var.name}-cdckit-capture-latency-${each.key}"
+  alarm_description   = "SQL Server's capture job on ${each.key} is more than ${var.max_capture_latency_seconds} s behind the log (CaptureJobLatencySeconds): changes reach the change tables late."
+  namespace           = var.metrics_namespace
+  metric_name         = "CaptureJobLatencySeconds"
+  dimensions          = each.value
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  threshold           = var.max_capture_latency_seconds
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "cleanup_margin" {
+  for_each            = local.postgres ? {} : local.streaming
+  alarm_name          = "${var.name}-cdckit-cleanup-margin-${each.key}"
+  alarm_description   = "On ${each.key}, fewer than ${var.min_cleanup_margin_hours} h of changes lie between SQL Server's cleanup low-water mark and cdckit's position (CleanupMarginSeconds): the cleanup job will soon remove changes cdckit has not read."
+  namespace           = var.metrics_namespace
+  metric_name         = "CleanupMarginSeconds"
+  dimensions          = each.value
+  statistic           = "Minimum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = var.min_cleanup_margin_hours * 3600
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_dashboard" "cdckit" {
+  dashboard_name = "${var.name}-cdckit"
+  # SEARCH expressions over the Connector dimension: every captured database shows, without listing them
+  dashboard_body = templatefile("${path.module}/dashboard.json.tftpl", {
+    namespace = var.metrics_namespace
+    connector = var.topic_prefix
+    region    = data.aws_region.current.name
+  })
+}
+
+data "aws_region" "current" {}

@@ -41,3 +41,43 @@ variable "tags" {
   description = "Tags for every resource."
   type        = map(string)
 }
+
+variable "connector" {
+  description = "postgresql or sqlserver: which source alarms apply."
+  type        = string
+  default     = "postgresql"
+}
+
+variable "topic_prefix" {
+  description = "The connector's topic.prefix: the Connector dimension of its metrics."
+  type        = string
+}
+
+variable "database_names" {
+  description = "The captured databases: the Database dimension of their metrics."
+  type        = list(string)
+}
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace the jobs send Debezium's metrics to (cdckit.metrics.cloudwatch.namespace)."
+  type        = string
+  default     = "cdckit"
+}
+
+variable "max_lag_seconds" {
+  description = "Alarm when the stream is further behind its source than this (MilliSecondsBehindSource), in seconds."
+  type        = number
+  default     = 300
+}
+
+variable "max_capture_latency_seconds" {
+  description = "SQL Server: alarm when the capture job's latency is over this, in seconds."
+  type        = number
+  default     = 300
+}
+
+variable "min_cleanup_margin_hours" {
+  description = "SQL Server: alarm when fewer hours of changes than this lie between the cleanup low-water mark and cdckit's position."
+  type        = number
+  default     = 24
+}
