@@ -362,15 +362,16 @@ def run_stream(spark: SparkSession, config: Config,
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
     ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
     check_paths(spark, config.as_properties())
-    if config.is_sqlserver:
-        from cdckit import sqlserver_pipeline
-
-        return sqlserver_pipeline.run_stream(spark, config, on_batch, on_metrics)
     started = time.monotonic()
     report = StreamReport()
     observer = job_observer(config, on_metrics)
     try:
-        _stream(spark, config, report, observer, on_batch)
+        if config.is_sqlserver:
+            from cdckit import sqlserver_pipeline
+
+            sqlserver_pipeline.stream(spark, config, report, observer, on_batch)
+        else:
+            _stream(spark, config, report, observer, on_batch)
     finally:
         observer.close()
     report.seconds = round(time.monotonic() - started, 3)

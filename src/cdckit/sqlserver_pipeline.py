@@ -41,7 +41,6 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
-from cdckit.pipeline import job_observer as pipeline_observer
 from cdckit.pipeline import read_snapshot_state, snapshot_observed, write_snapshot_state
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.delta_sink import WholeSnapshot
@@ -244,22 +243,9 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
     return Sink(spark, options).snapshot(frame.coalesce(1))
 
 
-def run_stream(spark: SparkSession, config: Config,
-               on_batch: Callable[[int, WriteSummary], None] | None = None,
-               on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
-    started = time.monotonic()
-    report = StreamReport()
-    observer = pipeline_observer(config, on_metrics)
-    try:
-        _stream(spark, config, report, observer, on_batch)
-    finally:
-        observer.close()
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
-
-
-def _stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
-            on_batch: Callable[[int, WriteSummary], None] | None) -> None:
+def stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
+           on_batch: Callable[[int, WriteSummary], None] | None) -> None:
+    """The SQL Server stream of ``pipeline.run_stream``, into ``report``."""
     mode = config.str("snapshot.mode")
     if mode in ("initial", "initial_only"):  # when_needed is refused for SQL Server (config.loader)
         report.snapshot = run_snapshot(spark, config, observer=observer)

@@ -137,7 +137,10 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
 
         wait_for(caught_up, 180, "the stream to take every change and report itself caught up")
         final = samples[-1]
-        status_running = _status(config, capsys)
+        shown: list[str] = []  # the status file is rewritten at most every second: the next one says caught up
+        wait_for(lambda: bool(shown.append(_status(config, capsys)) or "lag 0 ms" in shown[-1]), 30,
+                 "cdckit status to show the stream caught up")
+        status_running = shown[-1]
         stop()
     stopped = json.loads((workdir / "checkpoint" / STATUS_FILE).read_text())
 
@@ -146,16 +149,7 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
           f"{final['debezium_metrics_MilliSecondsBehindSource']} ms; slot retained WAL up to "
           f"{max(s['cdckit_slot_retained_wal_bytes'] for s in samples if 'cdckit_slot_retained_wal_bytes' in s)} "
           f"bytes, at stop {stopped['streaming'][database]['SlotRetainedWalBytes']} bytes")
-    # the lag rises while writes go on, and falls to 0 once the stream has caught up
-    assert before_writes <= 0
-    assert max(s["debezium_metrics_MilliSecondsBehindSource"] for s in during) >= 300
-    assert final["debezium_metrics_MilliSecondsBehindSource"] == 0
-    # the counts are what was written
-    assert final["debezium_metrics_TotalNumberOfCreateEventsSeen"] == written["c"]
-    assert final["debezium_metrics_TotalNumberOfUpdateEventsSeen"] == written["u"]
-    assert final["debezium_metrics_TotalNumberOfDeleteEventsSeen"] == written["d"]
-    assert final["debezium_metrics_NumberOfCommittedTransactions"] == written["transactions"]
-    assert final["debezium_metrics_Connected"] == 1
+    assert_lag_rose_and_fell_and_counts_are_written(before_writes, during, final, written)
     # the slot's retained WAL shrinks once the batches are committed
     peak = max(s.get("cdckit_slot_retained_wal_bytes", 0) for s in during)
     assert stopped["streaming"][database]["SlotRetainedWalBytes"] < peak
@@ -165,6 +159,20 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
         in status_running
     stopped_text = _status(config, capsys)
     assert "job: not running (stopped " in stopped_text and "source: slot " in stopped_text
+
+
+def assert_lag_rose_and_fell_and_counts_are_written(before: float, during: list[dict[str, float]],
+                                                    final: dict[str, float], written: dict[str, int]) -> None:
+    """The lag rises while writes go on and falls to 0 once the stream has caught up; the counts are what was
+    written."""
+    assert before <= 0
+    assert max(s["debezium_metrics_MilliSecondsBehindSource"] for s in during) >= 300
+    assert final["debezium_metrics_MilliSecondsBehindSource"] == 0
+    assert final["debezium_metrics_TotalNumberOfCreateEventsSeen"] == written["c"]
+    assert final["debezium_metrics_TotalNumberOfUpdateEventsSeen"] == written["u"]
+    assert final["debezium_metrics_TotalNumberOfDeleteEventsSeen"] == written["d"]
+    assert final["debezium_metrics_NumberOfCommittedTransactions"] == written["transactions"]
+    assert final["debezium_metrics_Connected"] == 1
 
 
 def _autocommit(dsn: str, statement: str) -> None:

@@ -18,6 +18,10 @@ from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.state import StateStore
 
 STATUS_FILE = "status.json"
+# The least time between two sends: CloudWatch keeps a value a minute (standard resolution) and charges per call;
+# the status file may be an S3 object. The job's end and the snapshot's start and end are always sent.
+CLOUDWATCH_EVERY_S = 10.0
+STATUS_EVERY_S = 1.0
 Health = Callable[[ConnectorMetrics], Mapping[str, Mapping[str, float | None]]]
 log = logging.getLogger("cdckit.metrics")
 
@@ -50,6 +54,7 @@ class Observer:
         self.snapshot_rows: Callable[[], dict[str, int]] | None = None  # a running snapshot's rows per topic
         self._lock = threading.Lock()
         self._polled = -1e9
+        self._sent = {"cloudwatch": -1e9, "status": -1e9}
         port = int(options.get("cdckit.metrics.port", "0") or "0")
         if port:
             from cdckit.observe.prometheus import Endpoint
@@ -73,8 +78,10 @@ class Observer:
             log.warning("reading the source's health for the metrics failed: %s", type(exc).__name__)
 
     def publish(self, event: str, running: bool = True) -> dict[str, Any]:
-        """After a committed batch (``batch``), a trigger that found nothing new (``idle``), or the job's end
-        (``stopped``): the values to CloudWatch, the status file, a JSON line (batches only)."""
+        """After a committed batch (``batch``), a trigger that found nothing new (``idle``), a snapshot's start,
+        progress or end (``snapshot``, ``progress``), or the job's end (``stopped``): a JSON line (batches and
+        snapshots), the values to CloudWatch (at most every ``CLOUDWATCH_EVERY_S``), the status file (at most every
+        ``STATUS_EVERY_S``), and the listeners (every time)."""
         with self._lock:
             document = self.metrics.document()
             document.update({"event": event, "running": running, "host": socket.gethostname(), "pid": os.getpid()})
@@ -83,12 +90,17 @@ class Observer:
             if self.json_lines and event in ("batch", "snapshot"):
                 # the message alone on its line (stderr, the job log), for log pipelines to parse
                 print(json.dumps({"cdckit.metrics": document}, sort_keys=True), file=sys.stderr, flush=True)
-            if self.cloudwatch is not None:
+            now = time.monotonic()
+            final = event in ("stopped", "snapshot")
+            if self.cloudwatch is not None and (final or now - self._sent["cloudwatch"] >= CLOUDWATCH_EVERY_S):
+                self._sent["cloudwatch"] = now
                 self.cloudwatch.publish()
-            try:
-                self.status.write_json(STATUS_FILE, document)
-            except OSError as exc:
-                log.warning("writing %s failed: %s", STATUS_FILE, exc.strerror)
+            if final or now - self._sent["status"] >= STATUS_EVERY_S:
+                self._sent["status"] = now
+                try:
+                    self.status.write_json(STATUS_FILE, document)
+                except OSError as exc:
+                    log.warning("writing %s failed: %s", STATUS_FILE, exc.strerror)
             for listener in self.listeners:
                 listener(document)
             return document
