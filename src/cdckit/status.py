@@ -3,8 +3,9 @@
 Reads the checkpoint (the snapshot's state, the stream's last committed batch and its offsets, and the status file
 the running job rewrites after every batch and every idle trigger, ``status.json``) and asks the source about the
 slot (PostgreSQL) or the capture job (SQL Server). A job counts as running while its status file says so and is
-fresh: the job rewrites it at least every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s) plus a batch's
-time; one older than ``STALE_SECONDS`` belongs to a job that was stopped without saying so (killed).
+fresh: the job rewrites it after every batch and every idle report (``spark.sql.streaming.noDataProgressEventInterval``,
+1 s unless the job sets it). One older than ``STALE_SECONDS`` belongs to a job that was stopped without saying so
+(killed).
 """
 
 from __future__ import annotations
@@ -167,8 +168,7 @@ def render(status: dict[str, Any], console: Any) -> None:
         if batch:
             line(f"  last batch {batch.get('id')}: {batch.get('records')} records"
                  + (f", {batch['duration_ms']} ms" if "duration_ms" in batch else "")
-                 + (f", {batch['processed_rows_per_second']:.0f} rows/s" if "processed_rows_per_second" in batch
-                    else ""))
+                 + (f", {batch['records_per_second']:.0f} records/s" if "records_per_second" in batch else ""))
     source = status.get("source") or {}
     if "error" in source:
         line(f"source: not reachable ({source['error']})")
@@ -187,10 +187,14 @@ def render(status: dict[str, Any], console: Any) -> None:
             line(f"source {database}: agent {agent}, max LSN {values.get('max_lsn')}, capture job latency "
                  + (f"{latency:.0f} s" if latency is not None else "unknown") + ", cleanup margin "
                  + (f"{margin / 3600:.1f} h" if margin is not None else "unknown"))
-    estimates = source.get("estimated_rows") or {}
+    now = source.get("estimated_rows") or {}
     if job is not None:
         for database, values in (job.get("snapshot") or {}).items():
+            recorded = values.get("EstimatedRows") or {}
             for table, rows in (values.get("RowsScanned") or {}).items():
-                estimate = estimates.get(table)
+                if values.get("SnapshotCompleted"):
+                    line(f"  snapshot {database}.{table}: {rows} rows read, all")
+                    continue
+                estimate = recorded.get(table) or now.get(table)  # the estimate when the snapshot started
                 line(f"  snapshot {database}.{table}: {rows} rows read"
                      + (f" of about {estimate}" if estimate else ""))

@@ -18,7 +18,7 @@ from cdckit.errors import from_spark
 from cdckit.observe.publish import Observer
 from cdckit.spark import compat
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.progress import ProgressListener, listen
+from cdckit.spark.progress import IDLE_INTERVAL, ProgressListener, listen
 from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
@@ -111,6 +111,9 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         writer = writer.trigger(processingTime=interval)
     remove_listener = None
     if observer is not None:
+        if spark.conf.get(IDLE_INTERVAL, None) is None:
+            # a caught-up stream says so within a second (Spark's default: 10 s), unless the job sets its own
+            spark.conf.set(IDLE_INTERVAL, "1000")
         listener = ProgressListener(observer.metrics.progress, lambda: _idle(observer))
         remove_listener = listen(spark, listener)
     try:

@@ -6,7 +6,9 @@ taken once a run of changes instead of once a change. Plain changes are decoded 
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +84,16 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
     # plain changes (inserts, updates without an old image, deletes) are decoded a column at a time
     assert decoded_one_by_one < len(columnar) / 4
     monkeypatch.undo()
+    # the partition's last row is what it read, for the driver's metrics (cdckit.observe)
+    stats_row = columnar.pop()
+    assert stats_row[4] == "_stats"
+    stats = json.loads(stats_row[2])
     reference = _records(arrow_batches(reader.rows(partition)))
     assert columnar == reference
+    data = [record for record in reference if record[4] in ("c", "u", "d")]
+    assert stats["ops"] == dict(Counter(record[4] for record in data))
+    assert stats["transactions"] == len({record[5] for record in data})
+    assert stats["last"]["position"] == list(max(record[5:8] for record in data))
     ops = [record[4] for record in columnar]
     assert set(ops) == {"_schema", "c", "d", "hb"} | ({"u", "tombstone"} if not settings else set())
     assert len(columnar) > 350

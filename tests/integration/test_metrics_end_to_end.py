@@ -138,7 +138,7 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
         wait_for(caught_up, 180, "the stream to take every change and report itself caught up")
         final = samples[-1]
         shown: list[str] = []  # the status file is rewritten at most every second: the next one says caught up
-        wait_for(lambda: bool(shown.append(_status(config, capsys)) or "lag 0 ms" in shown[-1]), 30,
+        wait_for(lambda: bool(shown.append(status_text(config, capsys)) or "lag 0 ms" in shown[-1]), 30,
                  "cdckit status to show the stream caught up")
         status_running = shown[-1]
         stop()
@@ -157,7 +157,7 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
     assert "job: running on " in status_running and "lag 0 ms" in status_running
     assert f"{sum(written[op] for op in 'cud')} events (c {written['c']}, u {written['u']}, d {written['d']})" \
         in status_running
-    stopped_text = _status(config, capsys)
+    stopped_text = status_text(config, capsys)
     assert "job: not running (stopped " in stopped_text and "source: slot " in stopped_text
 
 
@@ -193,7 +193,8 @@ def _scraped(port: int, samples: list[dict[str, float]]) -> bool:
     return True
 
 
-def _status(config: Any, capsys: pytest.CaptureFixture[str]) -> str:
+def status_text(config: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    """What `cdckit status` prints for the configuration."""
     arguments = ["status"]
     for key, value in config.as_properties(include_secrets=True).items():
         arguments += ["--set", f"{key}={value}"]

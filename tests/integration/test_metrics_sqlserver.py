@@ -15,6 +15,7 @@ from test_metrics_end_to_end import (
     free_port,
     idle_reports_every_second,
     scrape,
+    status_text,
     streaming,
     wait_for,
 )
@@ -50,8 +51,8 @@ class CountingWriter(threading.Thread):
             self.stop_event.wait(0.005)
 
 
-def test_lag_counts_and_capture_job_health_on_the_endpoint(model: SqlServerModel, spark: Any,
-                                                            workdir: Path) -> None:
+def test_lag_counts_and_capture_job_health_on_the_endpoint(model: SqlServerModel, spark: Any, workdir: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     with model.transaction("testDB") as tx:
         for i in range(1, 501):
             tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
@@ -102,3 +103,6 @@ def test_lag_counts_and_capture_job_health_on_the_endpoint(model: SqlServerModel
     # capture instance started is kept before the stream's position
     assert final["cdckit_capture_job_latency_seconds"] == 0
     assert final["cdckit_cleanup_margin_seconds"] >= 8
+    status = status_text(config, capsys)
+    assert "job: not running (stopped " in status
+    assert "source testDB: agent running, max LSN 0000" in status and "capture job latency 0 s" in status

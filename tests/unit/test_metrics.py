@@ -62,6 +62,10 @@ def test_a_batch_adds_its_partitions_up_and_the_lag_runs_from_the_last_event_to_
     metrics.batch_committed(1, [_stats("inventory", {"c": 1}, 1, [400, 400, 0], 1_000_004_000)], 1)
     assert metrics.document()["streaming"]["inventory"]["TotalNumberOfEventsSeen"] == 10
     assert metrics.document()["streaming"]["inventory"]["MilliSecondsBehindSource"] == 1000
+    metrics.progress({"batchId": 0, "durationMs": {"triggerExecution": 900}})  # an earlier batch's: ignored
+    metrics.progress({"batchId": 1, "durationMs": {"triggerExecution": 500}})
+    assert metrics.document()["batch"] == {"id": 1, "committed_ms": 1_000_005_000, "records": 1, "duration_ms": 500,
+                                           "records_per_second": 2.0}
 
 
 def test_snapshot_metrics_count_tables_rows_and_the_end() -> None:
@@ -198,7 +202,7 @@ def test_a_partitions_stats_row_counts_ops_transactions_and_names_the_last_event
 def _every_value() -> ConnectorMetrics:
     metrics = ConnectorMetrics("postgresql", "it", ["inventory"])
     metrics.batch_committed(0, [_stats("inventory", {"c": 1}, 1, [10, 10, 0], 1)], 1)
-    metrics.progress({"batchId": 0, "durationMs": {"triggerExecution": 5}, "processedRowsPerSecond": 3.0})
+    metrics.progress({"batchId": 0, "durationMs": {"triggerExecution": 5}})
     metrics.source_health("inventory", {"SlotRetainedWalBytes": 1, "CaptureJobLatencySeconds": 2,
                                         "CleanupMarginSeconds": 3})
     metrics.snapshot_started({"inventory": ["public.orders"]})

@@ -136,9 +136,10 @@ class ConnectorMetrics:
         with self._lock:
             if self.batch.get("id") == progress.get("batchId"):
                 durations = progress.get("durationMs") or {}
-                self.batch.update({"duration_ms": int(durations.get("triggerExecution", 0) or 0),
-                                   "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
-                                   "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0)})
+                duration = int(durations.get("triggerExecution", 0) or 0)
+                self.batch["duration_ms"] = duration
+                if duration > 0:  # the records it wrote, per second of the batch (Spark's row counts are the source's)
+                    self.batch["records_per_second"] = round(int(self.batch.get("records", 0)) * 1000 / duration, 1)
 
     def caught_up(self) -> None:
         """A trigger found nothing new: every change the source had is in the sink."""

@@ -62,8 +62,8 @@ class DebeziumCollector(Collector):
                     ("id", "cdckit_batch_id", "the last committed micro-batch"),
                     ("records", "cdckit_batch_records", "records the last micro-batch wrote"),
                     ("duration_ms", "cdckit_batch_duration_milliseconds", "the last micro-batch's duration"),
-                    ("processed_rows_per_second", "cdckit_processed_rows_per_second",
-                     "Spark's processed rows per second in the last micro-batch")):
+                    ("records_per_second", "cdckit_batch_records_per_second",
+                     "records the last micro-batch wrote per second of its run")):
                 if key in batch:
                     gauge = GaugeMetricFamily(name, documentation, labels=["name"])
                     gauge.add_metric([metrics.name], float(batch[key]))

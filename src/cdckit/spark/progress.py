@@ -35,9 +35,7 @@ class ProgressListener(StreamingQueryListener):
         progress = event.progress
         if self.query_id is None or str(progress.id) != self.query_id:
             return
-        self.on_progress({"batchId": progress.batchId, "durationMs": dict(progress.durationMs or {}),
-                          "numInputRows": progress.numInputRows, "inputRowsPerSecond": progress.inputRowsPerSecond,
-                          "processedRowsPerSecond": progress.processedRowsPerSecond})
+        self.on_progress({"batchId": progress.batchId, "durationMs": dict(progress.durationMs or {})})
 
     def onQueryIdle(self, event: Any) -> None:
         if self.query_id is not None and str(event.id) == self.query_id:
