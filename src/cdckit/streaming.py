@@ -141,6 +141,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     finally:
         report.events_per_topic = dict(sorted(totals.items()))
         if remove_listener is not None:
+            if not query.isActive:
+                listener.terminated.wait(10)  # its last events, in flight on Spark's listener bus
             remove_listener()
     return query
 

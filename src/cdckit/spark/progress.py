@@ -4,6 +4,7 @@ as its tasks finish, through an accumulator."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -24,6 +25,9 @@ class ProgressListener(StreamingQueryListener):
         self.on_progress = on_progress
         self.on_idle = on_idle
         self.query_id: str | None = None
+        # Spark delivers a query's events in order, its end last: once that came, none of its events is on the
+        # way, and the listener may go (a callback into a Python process that is exiting fails noisily)
+        self.terminated = threading.Event()
 
     def watch(self, query_id: str) -> None:
         self.query_id = query_id
@@ -42,7 +46,8 @@ class ProgressListener(StreamingQueryListener):
             self.on_idle()
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        if self.query_id is not None and str(event.id) == self.query_id:
+            self.terminated.set()
 
 
 def listen(spark: SparkSession, listener: ProgressListener) -> Callable[[], None]:
