@@ -245,7 +245,10 @@ def with_stats(batches: Iterable[pa.RecordBatch], database: str,
         is_data = pc.is_in(batch.column("op"), value_set=data_ops)
         if not pc.any(is_data).as_py():
             continue
-        rows = batch.filter(is_data)
+        # the small columns only: the values (most of the bytes) are not copied
+        rows = pa.RecordBatch.from_arrays([batch.column("op"), batch.column("commit_lsn")], ["op", "commit_lsn"])
+        if not pc.all(is_data).as_py():
+            rows = rows.filter(is_data)
         for entry in pc.value_counts(rows.column("op")).to_pylist():
             ops[entry["values"]] += entry["counts"]
         commits = rows.column("commit_lsn")
@@ -255,7 +258,9 @@ def with_stats(batches: Iterable[pa.RecordBatch], database: str,
         first = commits[0].as_py()
         transactions += 1 if first != previous else 0
         previous = commits[size - 1].as_py()
-        end = rows.slice(size - 1).to_pylist()[0]
+        index = int(pc.indices_nonzero(is_data)[-1].as_py())  # the batch's last data event
+        end = {name: batch.column(name)[index].as_py() for name in
+               ("table", "topic", "op", "commit_lsn", "lsn", "serial", "source_ts_ms", "value")}
         last = {"table": end["table"], "topic": end["topic"], "op": end["op"],
                 "position": [end["commit_lsn"], end["lsn"], end["serial"]], "source_ts_ms": end["source_ts_ms"]}
         last_value = end["value"]
