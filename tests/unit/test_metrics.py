@@ -248,3 +248,19 @@ def test_the_terminal_view_shows_lag_rates_and_counts_per_database() -> None:
     assert "cdckit it: batch" in text and "inventory" in text and "251" in text and "251 / 0 / 0" in text
     assert "slot 0.0 MiB" in text and "last batch 1: 250 records" in text
     assert "snapshot of inventory: running, 0 of 1 tables" in text and "public.orders" in text and "0 rows" in text
+
+
+def test_a_failing_view_or_status_file_does_not_stop_the_job(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "checkpoint").write_text("a file where the checkpoint folder belongs")
+    observer = Observer({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                         "topic.prefix": "it", "cdckit.checkpoint.location": str(tmp_path / "checkpoint")},
+                        ["inventory"], json_lines=False)
+
+    def broken(_: dict[str, Any]) -> None:
+        raise RuntimeError("terminal gone")
+
+    observer.listeners.append(broken)
+    document = observer.publish("batch")
+    assert document["event"] == "batch"
+    assert any("writing status.json failed" in r.message for r in caplog.records)
+    assert any("showing the metrics failed: terminal gone" in r.message for r in caplog.records)

@@ -3,6 +3,7 @@ status file ``cdckit status`` reads (``<checkpoint>/status.json``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -89,7 +90,8 @@ class Observer:
                 document["metrics_port"] = self.endpoint.port
             if self.json_lines and event in ("batch", "snapshot"):
                 # the message alone on its line (stderr, the job log), for log pipelines to parse
-                print(json.dumps({"cdckit.metrics": document}, sort_keys=True), file=sys.stderr, flush=True)
+                with contextlib.suppress(OSError, ValueError):  # a closed stderr does not stop the job
+                    print(json.dumps({"cdckit.metrics": document}, sort_keys=True), file=sys.stderr, flush=True)
             now = time.monotonic()
             final = event in ("stopped", "snapshot")
             if self.cloudwatch is not None and (final or now - self._sent["cloudwatch"] >= CLOUDWATCH_EVERY_S):
@@ -99,10 +101,13 @@ class Observer:
                 self._sent["status"] = now
                 try:
                     self.status.write_json(STATUS_FILE, document)
-                except OSError as exc:
-                    log.warning("writing %s failed: %s", STATUS_FILE, exc.strerror)
+                except Exception as exc:  # the status file is for cdckit status: the stream goes on without it
+                    log.warning("writing %s failed: %s", STATUS_FILE, getattr(exc, "strerror", None) or exc)
             for listener in self.listeners:
-                listener(document)
+                try:
+                    listener(document)
+                except Exception as exc:  # a view of the metrics never stops the job
+                    log.warning("showing the metrics failed: %s", exc)
             return document
 
     def close(self) -> None:
