@@ -80,8 +80,10 @@ def _writer(dsn: str, stop: threading.Event, written: dict[str, int]) -> None:
 
 
 def _status(config_file: Path) -> str:
-    return subprocess.run([sys.executable, "-m", "cdckit", "status", str(config_file)], capture_output=True,
+    """What ``cdckit status`` prints, the run's temporary folder named ``<run folder>``."""
+    text = subprocess.run([sys.executable, "-m", "cdckit", "status", str(config_file)], capture_output=True,
                           text=True, check=False, env={**os.environ, "COLUMNS": "160"}).stdout
+    return text.replace(str(config_file.parent), "<run folder>")
 
 
 def watch(out: Path, write_seconds: float, pause_seconds: float) -> dict[str, Any]:
