@@ -39,7 +39,8 @@ def job_status(config: Config) -> dict[str, Any]:
         report["alive"] = bool(report.get("running")) and age <= STALE_SECONDS
     found["job"] = report if isinstance(report, dict) else None
     try:
-        found["source"] = _sqlserver_source(config) if config.is_sqlserver else _postgres_source(config)
+        found["source"] = _sqlserver_source(config, found["stream"]) if config.is_sqlserver else \
+            _postgres_source(config, found["snapshot"])
     except Exception as exc:  # the rest of the status is still worth showing
         found["source"] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     return found
@@ -61,7 +62,7 @@ def _last_batch(store: StateStore) -> dict[str, Any] | None:
             "committed_ms": store.modified_ms(f"stream/commits/{batch}")}
 
 
-def _postgres_source(config: Config) -> dict[str, Any]:
+def _postgres_source(config: Config, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     from cdckit.dialect.postgres.connection import connect
     from cdckit.dialect.postgres.lsn import format_lsn
     from cdckit.dialect.postgres.replication import slot_retained_wal, slot_status
@@ -73,17 +74,15 @@ def _postgres_source(config: Config) -> dict[str, Any]:
         if status is None:
             return {"slot": slot_name, "exists": False}
         retained = slot_retained_wal(conn, slot_name)
-        estimates = _postgres_estimates(conn, config)
+        estimates = _postgres_estimates(conn, (snapshot or {}).get("tables", []))
     return {"slot": slot_name, "exists": True, "active": status.active, "wal_status": status.wal_status,
             "confirmed_flush_lsn": format_lsn(status.confirmed_flush_lsn),
             "restart_lsn": format_lsn(status.restart_lsn), "retained_wal_bytes": retained,
             "estimated_rows": estimates}
 
 
-def _postgres_estimates(conn: Any, config: Config) -> dict[str, int]:
+def _postgres_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
     """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
-    snapshot = StateStore(config.str("cdckit.checkpoint.location")).read_json(SNAPSHOT_STATE)
-    tables = snapshot.get("tables", []) if isinstance(snapshot, dict) else []
     estimates = {}
     with conn.cursor() as cur:
         for name in tables:
@@ -97,15 +96,13 @@ def _postgres_estimates(conn: Any, config: Config) -> dict[str, int]:
     return estimates
 
 
-def _sqlserver_source(config: Config) -> dict[str, Any]:
+def _sqlserver_source(config: Config, last: dict[str, Any] | None) -> dict[str, Any]:
     from cdckit.dialect.sqlserver.catalog import capture_instances, databases
     from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn
     from cdckit.dialect.sqlserver.connection import connect
     from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 
     options = config.as_properties(include_secrets=True)
-    store = StateStore(config.str("cdckit.checkpoint.location"))
-    last = _last_batch(store)
     positions = {}
     if last and isinstance(last["offsets"], dict):
         for database, entry in (last["offsets"].get("databases") or {}).items():

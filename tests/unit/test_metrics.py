@@ -17,12 +17,13 @@ import pytest
 from prometheus_client import generate_latest
 
 from cdckit.config import load_config
+from cdckit.config.loader import metric_tags
 from cdckit.errors import CdcKitError, ConfigurationError
 from cdckit.events import Position
 from cdckit.observe.cloudwatch import CloudWatchPublisher
 from cdckit.observe.metrics import ConnectorMetrics, stats_document
 from cdckit.observe.prometheus import DebeziumCollector, Endpoint
-from cdckit.observe.publish import STATUS_FILE, Observer, metric_tags
+from cdckit.observe.publish import STATUS_FILE, Observer
 from cdckit.spark.rows import STATS, arrow_batches, record, with_stats
 
 

@@ -450,11 +450,10 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
             and not values.get("database.dbname"):
         problems.append("database.dbname is required (database to capture); set it in the configuration file or "
                         "with --set database.dbname=...")
-    tags = str(values.get("custom.metric.tags") or "")
-    for item in filter(None, (part.strip() for part in tags.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            problems.append(f"custom.metric.tags entry {item!r} is not key=value; write k1=v1,k2=v2")
+    try:
+        metric_tags(str(values.get("custom.metric.tags") or ""))
+    except ValueError as exc:
+        problems.append(str(exc))
     port = values.get("cdckit.metrics.port")
     if isinstance(port, int) and port > 65535:
         problems.append(f"cdckit.metrics.port={port} is not a TCP port (1 to 65535, or 0 for no endpoint)")
@@ -505,3 +504,14 @@ def _check_transforms(values: dict[str, object], problems: list[str], passthroug
     if values.get("cdckit.sink") == "delta":
         problems.append("cdckit.sink=delta writes change rows from Debezium envelopes and applies no transforms; "
                         "remove the transforms for the delta sink (its tables hold the after image already)")
+
+
+def metric_tags(text: str) -> dict[str, str]:
+    """``custom.metric.tags`` (``k1=v1,k2=v2``): labels on every metric."""
+    tags = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"custom.metric.tags entry {item!r} is not key=value; write k1=v1,k2=v2")
+        tags[key.strip()] = value.strip()
+    return tags

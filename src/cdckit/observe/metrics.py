@@ -201,35 +201,19 @@ class ConnectorMetrics:
     # -- reading -----------------------------------------------------------------------------------------------
 
     def samples(self) -> list[Sample]:
-        """Every numeric value now (strings and maps are in ``document``)."""
-        now = self.now_ms()
+        """Every numeric value now: ``document``'s numbers and flags (strings and maps stay there), with the
+        snapshot's ``RowsScanned`` per table and its ``TotalNumberOfEventsSeen``."""
+        document = self.document()
         out: list[Sample] = []
-        with self._lock:
-            for database, m in sorted(self._streaming.items()):
-                def add(name: str, value: float, db: str = database) -> None:
-                    out.append(Sample(name, STREAMING, db, float(value)))
-
-                add("MilliSecondsBehindSource", m.behind_ms)
-                add("TotalNumberOfEventsSeen", m.events)
-                add("TotalNumberOfCreateEventsSeen", m.ops.get("c", 0))
-                add("TotalNumberOfUpdateEventsSeen", m.ops.get("u", 0))
-                add("TotalNumberOfDeleteEventsSeen", m.ops.get("d", 0))
-                add("NumberOfEventsFiltered", m.filtered)
-                add("NumberOfCommittedTransactions", m.transactions)
-                add("MilliSecondsSinceLastEvent", now - m.last_seen_ms if m.last_seen_ms is not None else -1)
-                add("Connected", 1.0 if m.connected else 0.0)
-            for database, s in sorted(self._snapshot.items()):
-                ended = s.ended_ms if s.ended_ms is not None else now
-                values: dict[str, float] = {
-                    "TotalTableCount": len(s.tables), "RemainingTableCount": len(set(s.tables) - s.done),
-                    "SnapshotRunning": s.running, "SnapshotCompleted": s.completed, "SnapshotAborted": s.aborted,
-                    "TotalNumberOfEventsSeen": sum(s.rows.values()),
-                    "SnapshotDurationInSeconds": (ended - s.started_ms) // 1000 if s.started_ms else 0}
-                out.extend(Sample(name, SNAPSHOT, database, float(value)) for name, value in values.items())
-                out.extend(Sample("RowsScanned", SNAPSHOT, database, float(rows), (("table", table),))
-                           for table, rows in sorted(s.rows.items()))
-            for database, health in sorted(self._source.items()):
-                out.extend(Sample(name, STREAMING, database, value) for name, value in sorted(health.items()))
+        for context in (STREAMING, SNAPSHOT):
+            for database, values in document[context].items():
+                out.extend(Sample(name, context, database, float(value)) for name, value in values.items()
+                           if isinstance(value, (bool, int, float)))
+                if context == SNAPSHOT:
+                    rows = values["RowsScanned"]
+                    out.append(Sample("TotalNumberOfEventsSeen", SNAPSHOT, database, float(sum(rows.values()))))
+                    out.extend(Sample("RowsScanned", SNAPSHOT, database, float(n), (("table", table),))
+                               for table, n in rows.items())
         return out
 
     def document(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from cdckit.config.loader import metric_tags
 from cdckit.formats.debezium.envelope import format_settings
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.state import StateStore
@@ -25,17 +26,6 @@ CLOUDWATCH_EVERY_S = 10.0
 STATUS_EVERY_S = 1.0
 Health = Callable[[ConnectorMetrics], Mapping[str, Mapping[str, float | None]]]
 log = logging.getLogger("cdckit.metrics")
-
-
-def metric_tags(text: str) -> dict[str, str]:
-    """``custom.metric.tags`` (``k1=v1,k2=v2``): labels on every value."""
-    tags = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"custom.metric.tags: {item!r} is not key=value; write k1=v1,k2=v2")
-        tags[key.strip()] = value.strip()
-    return tags
 
 
 class Observer:
