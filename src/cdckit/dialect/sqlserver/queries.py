@@ -153,17 +153,10 @@ def key_bounds(db: str, schema: str, table: str, key: str) -> str:
 
 
 def check_condition(condition: str) -> str:
-    """An ``additional-condition`` must be one boolean expression, never a statement: refuse anything else."""
-    import sqlglot
-    from sqlglot import exp
+    """An ``additional-condition`` must be one T-SQL boolean expression, never a statement: refuse anything else."""
+    from cdckit.dialect.signals import check_condition as check
 
-    try:
-        parsed = sqlglot.parse_one(f"SELECT 1 WHERE {condition}", read="tsql")
-    except sqlglot.errors.ParseError as error:
-        raise ValueError(f"additional-condition {condition!r} is not a T-SQL boolean expression ({error})") from None
-    if not isinstance(parsed, exp.Select) or ";" in condition or "--" in condition or "/*" in condition:
-        raise ValueError(f"additional-condition {condition!r} must be a single boolean expression")
-    return condition
+    return check(condition, "tsql")
 
 
 SET_ISOLATION = {

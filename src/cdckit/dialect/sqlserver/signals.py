@@ -9,23 +9,17 @@ change tables by watermarks, so an ad hoc snapshot never goes back in time again
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from cdckit.dialect.signals import Signal, parse_signal
 from cdckit.dialect.sqlserver import queries
 
+__all__ = ["Signal", "SnapshotRequest", "parse_signal", "snapshot_requests"]
+
 log = logging.getLogger("cdckit.signals")
-
-
-@dataclass(frozen=True)
-class Signal:
-    id: str
-    type: str
-    data: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -35,19 +29,6 @@ class SnapshotRequest:
 
     def selects(self, qualified_table: str) -> bool:
         return any(re.fullmatch(p, qualified_table, flags=re.IGNORECASE) for p in self.data_collections)
-
-
-def parse_signal(row: dict[str, object]) -> Signal | None:
-    signal_id, kind, data = str(row.get("id") or ""), str(row.get("type") or ""), row.get("data")
-    try:
-        document = json.loads(str(data)) if data else {}
-    except json.JSONDecodeError:
-        log.error("signal %s has data that is not JSON; ignored: %r", signal_id, data)
-        return None
-    if not isinstance(document, dict):
-        log.error("signal %s data must be a JSON object; ignored", signal_id)
-        return None
-    return Signal(signal_id, kind, document)
 
 
 def snapshot_requests(signals: Iterable[Signal]) -> list[SnapshotRequest]:
