@@ -172,10 +172,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.sqlserver.purged.changes", "choice", "fail", "SQL Server: when the cleanup job removed "
              "changes cdckit had not read: fail (stop with an error) or resnapshot (take an incremental snapshot of "
              "the table and stream on)", choices=("fail", "resnapshot"), only="sqlserver"),
-    Property("signal.data.collection", "string", "", "SQL Server: the signalling table, <db>.<schema>.<table> "
-             "(CDC-enabled; see sql/sqlserver/06_signal_table.sql)", only="sqlserver"),
+    Property("signal.data.collection", "string", "", "the signalling table whose inserts are Debezium signals "
+             "(execute-snapshot, stop-snapshot, pause-snapshot, resume-snapshot): SQL Server <db>.<schema>.<table>, "
+             "CDC-enabled (sql/sqlserver/06_signal_table.sql); PostgreSQL <schema>.<table>, in the publication "
+             "(sql/postgres/03_signal_table.sql)"),
     Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",
-             minimum=1, only="sqlserver"),
+             minimum=1),
     Property("cdckit.sqlserver.schema.evolution", "choice", "job", "SQL Server: who rotates capture instances "
              "after a schema change: job (cdckit schema-evolution, on a schedule) or stream (the stream, before "
              "every batch)", choices=("job", "stream"), only="sqlserver"),

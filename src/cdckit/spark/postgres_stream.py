@@ -20,6 +20,7 @@ order: a sink may write them partition by partition without a shuffle.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -31,11 +32,12 @@ from psycopg2.extensions import connection as Connection
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from cdckit.dialect.postgres import pgoutput
-from cdckit.dialect.postgres.catalog import TableInfo, select_tables, table_from_relation
+from cdckit.dialect.postgres import incremental, pgoutput
+from cdckit.dialect.postgres.catalog import TableInfo, captured_names, select_tables, table_from_relation
 from cdckit.dialect.postgres.changes import (
     PLAIN_TUPLE_AT,
     ChangeDecoder,
+    PendingChanges,
     PlainChanges,
     current_flush_lsn,
     emit_heartbeat,
@@ -77,6 +79,7 @@ from cdckit.spark.rows import (
 from cdckit.spark.schema_history import SchemaHistory
 
 T = TypeVar("T")
+log = logging.getLogger("cdckit")
 
 RECONNECT_SECONDS = 60.0
 # The server is away for now (restarting, failing over): worth waiting for. A refused login is not.
@@ -114,6 +117,23 @@ class LsnRange(InputPartition):
         self.batch = batch
 
 
+class WindowPartition(InputPartition):
+    """The chunks of an incremental snapshot read in a batch ``(start, end]``, under the exported ``snapshot`` that
+    sees the transactions ``visibility`` names (``incremental``); after the batch's changes, so its ``number`` is the
+    batch's last."""
+
+    def __init__(self, start: int, end: int, chunks: list[dict[str, Any]], snapshot: str, visibility: str,
+                 number: int, batch: int | None = None) -> None:
+        super().__init__(("window", start, end))
+        self.start = start
+        self.end = end
+        self.chunks = chunks
+        self.snapshot = snapshot
+        self.visibility = visibility
+        self.number = number
+        self.batch = batch
+
+
 class PostgresChangeDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -140,6 +160,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
+        self.chunk_rows = int(options.get("incremental.snapshot.chunk.size", "1024"))
+        self._signal_oid: int | None = None
+        self._signal_checked = False
+        # the exported snapshot of the planned batch's incremental snapshot window, and the batch's end
+        self._window: tuple[int, incremental.Window] | None = None
 
     # -- driver side ---------------------------------------------------------------------------------
     def _connection(self) -> Connection:
@@ -177,22 +202,88 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
     def _latest(self, conn: Connection, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_lsn = parse_lsn(start["lsn"])
         advance_slot(conn, self.slot_name, start_lsn, self.publication)
+        self._close_window()
         max_events = read_limit_rows(limit, self.max_batch_size)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
                                   self.parts, self.min_events_per_part,
                                   peek_bound(max_events, self._messages_per_change))
         self._messages_per_change = pending.messages_per_change() or self._messages_per_change
-        if pending.end_lsn is not None:
-            self._last_progress = time.monotonic()
-            end: dict[str, Any] = {"lsn": format_lsn(pending.end_lsn)}
-            if pending.splits:
-                end["splits"] = [format_lsn(cut) for cut in pending.splits]
-            return end
-        if (self.heartbeat_ms > 0 and self._available_now_target is None
-                and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
-            emit_heartbeat(conn, self.slot_name)  # picked up, and confirmed, by the next batch
-            self._last_progress = time.monotonic()
-        return start
+        progress = incremental.Progress.from_offset(start)
+        end_lsn, splits, window = pending.end_lsn, pending.splits, None
+        if progress.runnable and pending.caught_up:
+            end_lsn, splits, window, progress = self._open_window(conn, start_lsn, progress, pending, max_events)
+        if end_lsn is None:
+            if (self.heartbeat_ms > 0 and self._available_now_target is None
+                    and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
+                emit_heartbeat(conn, self.slot_name)  # picked up, and confirmed, by the next batch
+                self._last_progress = time.monotonic()
+            return start
+        self._last_progress = time.monotonic()
+        end: dict[str, Any] = {"lsn": format_lsn(end_lsn)}
+        if splits:
+            end["splits"] = [format_lsn(cut) for cut in splits]
+        signal_oid = self._signal_table(conn)
+        if signal_oid is not None:
+            signals = incremental.signals_in(conn, self.options, signal_oid, start_lsn, end_lsn)
+            if signals:  # they take effect from the next batch
+                progress = progress.after(signals, captured_names(conn, self.options))
+                conn.commit()
+        document = progress.to_json()
+        if document is not None:
+            end["incremental"] = document
+        if window is not None:
+            end["window"] = window
+        return end
+
+    def _signal_table(self, conn: Connection) -> int | None:
+        if not self._signal_checked:
+            self._signal_oid = incremental.signal_table(conn, self.options)
+            self._signal_checked = True
+        return self._signal_oid
+
+    def _open_window(self, conn: Connection, start_lsn: int, progress: incremental.Progress,
+                     pending: PendingChanges, max_events: int
+                     ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, incremental.Progress]:
+        """The stream is caught up: export a snapshot, plan the next chunks in it, write the window's message and
+        end the batch at or after it. Returns the batch's end, its cuts, the window and the progress after it."""
+        window = incremental.export_window(self.options)
+        try:
+            chunks, planned = incremental.plan_window(window, progress, self.options,
+                                                      max(0, max_events - pending.events), self.chunk_rows)
+            if not chunks and planned == progress:
+                window.close()
+                return pending.end_lsn, pending.splits, None, progress
+            upto = incremental.mark_window(conn, [chunk.id for chunk in chunks])
+            batch = pending_changes(conn, self.options, start_lsn, 1 << 40, upto, self.parts,
+                                    self.min_events_per_part, bound=0)
+        except BaseException:
+            window.close()
+            raise
+        assert batch.end_lsn is not None  # the window's own message is in it
+        if not chunks:  # the tables left were empty or gone: the progress moves on
+            window.close()
+            return batch.end_lsn, batch.splits, None, planned
+        self._window = (batch.end_lsn, window)
+        return (batch.end_lsn, batch.splits,
+                {"snapshot": str(window.visibility), "chunks": [chunk.to_json() for chunk in chunks]}, planned)
+
+    def _window_snapshot(self, end_lsn: int) -> incremental.Window:
+        """The exported snapshot of the batch ending at ``end_lsn``: the one planned with it, or, for a batch run again
+        after a restart, a new one (the planned one ended with the job that planned it)."""
+        if self._window is not None and self._window[0] == end_lsn:
+            return self._window[1]
+        self._close_window()
+        log.warning("the batch ending at %s is run again: its incremental snapshot chunks are read again under a "
+                    "new snapshot (their rows are the table's rows now, which later events bring in line)",
+                    format_lsn(end_lsn))
+        window = incremental.export_window(self.options)
+        self._window = (end_lsn, window)
+        return window
+
+    def _close_window(self) -> None:
+        if self._window is not None:
+            self._window[1].close()
+            self._window = None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         self.planned(end)
@@ -201,22 +292,35 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         bounds = [low, *cuts, high]
         history = SchemaHistory.load(self.options).to_json()
         batch = planned_batch(self.options, end) if self.options.get(STREAM_FILES_OUTPUT) else None
-        return [LsnRange(first, last, history, number, batch)
-                for number, (first, last) in enumerate(itertools.pairwise(bounds))]
+        partitions: list[InputPartition] = [
+            LsnRange(first, last, history, number, batch)
+            for number, (first, last) in enumerate(itertools.pairwise(bounds))]
+        window = end.get("window")
+        if window:
+            snapshot = self._window_snapshot(high)
+            partitions.append(WindowPartition(low, high, list(window["chunks"]), snapshot.name,
+                                              str(snapshot.visibility), len(partitions), batch))
+        return partitions
 
     def commit(self, end: dict[str, Any]) -> None:
         self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"]), self.publication))
+        if self._window is not None and self._window[0] <= parse_lsn(end["lsn"]):
+            self._close_window()  # its batch is committed: the exported snapshot is no longer needed
 
     def stop(self) -> None:
+        self._close_window()
         if self._conn is not None and not self._conn.closed:
             self._conn.close()
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LsnRange)
-        decoded = _DecodedRange(self.options, partition, self.slot_name)
-        batches = with_stats(decoded.batches() if decoded.columnar else arrow_batches(decoded.rows()),
-                             self.options.get("database.dbname", ""), decoded.filtered)
+        if isinstance(partition, WindowPartition):
+            batches = with_stats(arrow_batches(self.window_rows(partition)), self.options.get("database.dbname", ""))
+        else:
+            assert isinstance(partition, LsnRange)
+            decoded = _DecodedRange(self.options, partition, self.slot_name)
+            batches = with_stats(decoded.batches() if decoded.columnar else arrow_batches(decoded.rows()),
+                                 self.options.get("database.dbname", ""), decoded.filtered)
         folder = self.options.get(STREAM_FILES_OUTPUT)
         if folder and partition.batch is not None:
             return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}"))
@@ -224,8 +328,31 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         """The partition's records, every event formatted by the reference (``RecordBuilder``)."""
+        if isinstance(partition, WindowPartition):
+            return self.window_rows(partition)
         assert isinstance(partition, LsnRange)
         return _DecodedRange(self.options, partition, self.slot_name).rows()
+
+    def window_rows(self, partition: WindowPartition) -> Iterator[EventRow]:
+        """An incremental snapshot window's records: its chunks' rows the batch's unseen changes leave, as reads
+        (``op: r``, ``source.snapshot: incremental``) at the batch's end."""
+        options = self.options
+        settings = format_settings(options)
+        tables: dict[tuple[str, str], tuple[TableInfo, TableFormat]] = {}
+        records = record_builder(options, lambda event: tables[(event.schema, event.table)],
+                                 lambda event: str(event.tx_id))
+        visibility = incremental.Visibility.parse(partition.visibility)
+        chunks = [incremental.WindowChunk.from_json(chunk) for chunk in partition.chunks]
+        position = Position(partition.end, partition.end, 0)
+        ts_ms = now_ms()
+        for table, row in incremental.window_rows(options, partition.start, partition.end, chunks,
+                                                  partition.snapshot, visibility,
+                                                  int(options.get("snapshot.fetch.size", "10240"))):
+            if (table.schema, table.name) not in tables:
+                tables[(table.schema, table.name)] = (table, TableFormat(table, settings))
+            yield from records.rows(ChangeEvent(table.schema, table.name, "r", None, row, position, ts_ms,
+                                                visibility.xmin, snapshot="incremental",
+                                                sequence=(None, partition.end)))
 
 
 class _DecodedRange:

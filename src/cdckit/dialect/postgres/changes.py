@@ -53,6 +53,7 @@ class PendingChanges:
     splits: tuple[int, ...] = ()  # commit ends inside the batch that cut it into parts of about equal changes
     messages: int = 0  # messages the counting peek decoded (transactions are whole: it may pass its bound)
     changes: int = 0  # row changes among them
+    caught_up: bool = False  # the batch takes every transaction committed so far (the peek ran to the slot's end)
 
     def messages_per_change(self) -> float | None:
         """How many messages the peek decoded per row change (1 and a little for large transactions, 3 for
@@ -90,7 +91,7 @@ WITH tx AS (
            coalesce(max(events) FILTER (WHERE events <= %(limit)s), min(events)) AS events
     FROM pending
 )
-SELECT c.end_lsn::text, c.transactions, c.events,
+SELECT c.end_lsn::text, c.transactions, c.events, (SELECT count(*) FROM pending p WHERE p.lsn > c.end_lsn),
        array_to_string(ARRAY(SELECT cut::text FROM (
                  SELECT DISTINCT (SELECT max(p.lsn) FROM pending p
                                   WHERE p.lsn < c.end_lsn AND p.events * parts.n <= k * c.events) AS cut
@@ -113,9 +114,11 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
     to the caller whatever the backlog; decoding stops after ``bound`` messages (``peek_bound``; by default 3 a
     change), at the end of the transaction that reaches it. A peek starts at the slot's position: when the bound
     runs out before ``start``, the peek runs again with a bound four times larger, until it finds the changes
-    after ``start`` or the slot's end.
+    after ``start`` or the slot's end. A ``bound`` of 0 decodes everything up to ``upto`` (or the slot's end).
     """
-    nchanges = bound if bound is not None else peek_bound(max_events, None)
+    nchanges: int | None = bound if bound is not None else peek_bound(max_events, None)
+    if nchanges is not None and nchanges <= 0:
+        nchanges = None  # no bound: up to ``upto`` or the slot's end
     while True:
         with conn.cursor() as cur:
             cur.execute(_PENDING_SQL, {
@@ -132,14 +135,16 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
             row = cur.fetchone()
         conn.commit()
         assert row is not None
-        end_text, transactions, events, splits, messages, changes = row
-        if end_text or int(messages or 0) < nchanges:
+        end_text, transactions, events, later, splits, messages, changes = row
+        ran_out = nchanges is not None and int(messages or 0) >= nchanges
+        if end_text or not ran_out:
             break
         # The bound ran out before ``start`` (the slot lags behind it): nothing found is not nothing pending.
+        assert nchanges is not None
         nchanges *= 4
     return PendingChanges(int(end_text) if end_text else None, int(transactions), int(events or 0),
                           tuple(int(cut) for cut in str(splits or "").split(",") if cut), int(messages or 0),
-                          int(changes or 0))
+                          int(changes or 0), caught_up=not ran_out and not int(later or 0))
 
 
 def current_flush_lsn(conn: Connection) -> int:

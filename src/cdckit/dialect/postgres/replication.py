@@ -44,7 +44,8 @@ class ExportedSlot:
 
 
 def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Sequence[TableInfo]) -> None:
-    """Create or check the publication per ``publication.autocreate.mode``; every captured table must be in it.
+    """Create or check the publication per ``publication.autocreate.mode``; every captured table must be in it (and
+    ``filtered`` adds the signalling table, ``signal.data.collection``, too).
 
     A captured partitioned table (its root) needs ``publish_via_partition_root``, or its changes arrive under its
     partitions' names and never under its own: a publication cdckit creates or sets (``filtered``) gets it."""
@@ -60,7 +61,11 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
     with conn.cursor() as cur:
         cur.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
         row = cur.fetchone()
-        table_list = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
+        names = [(t.schema, t.name) for t in tables]
+        signals = options.get("signal.data.collection", "").strip().rpartition(".")
+        if signals[0] and (signals[0], signals[2]) not in names:  # its inserts are the signals (incremental.py)
+            names.append((signals[0], signals[2]))
+        table_list = sql.SQL(", ").join(sql.Identifier(schema, name) for schema, name in names)
         try:
             if row is None and mode == "disabled":
                 raise SourcePreconditionError(
