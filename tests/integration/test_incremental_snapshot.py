@@ -216,3 +216,43 @@ def test_a_killed_job_resumes_the_snapshot_at_the_next_chunk(postgres: Any, spar
     assert len(reads) <= rows + writer.transactions + 400
     assert len(reads) - len({r["after"]["id"] for r in reads}) <= 400
     assert replay(after, ITEMS) == _items(dsn)
+
+
+def test_into_kafka_the_reads_follow_their_batch_changes_per_key(postgres: Any, spark: Any, kafka: Any,
+                                                                 database: str, workdir: Path) -> None:
+    from kafka_helpers import consume
+
+    dsn = postgres.dsn(database)
+    rows = 2000
+    _tables(dsn, rows)
+    kafka_settings = {"cdckit.sink": "kafka", "kafka.bootstrap.servers": kafka.bootstrap_servers,
+                      "topic.prefix": f"inc{database[-6:]}", "topic.creation.default.partitions": "3",
+                      "kafka.delivery.timeout.ms": "20000", "kafka.request.timeout.ms": "5000"}
+    _, after = _configs(postgres, database, workdir, **{"incremental.snapshot.chunk.size": "250",
+                                                       "max.batch.size": "500", **kafka_settings})
+    before = make_config(postgres, database, workdir, **{"table.include.list": "public.ledger", **kafka_settings})
+    run_snapshot(spark, before)
+    run_stream(spark, after)
+    _signal(dsn, "execute-snapshot", {"data-collections": ["public.items"]})
+    writer = _Writer(dsn, rows)
+    writer.start()
+    try:
+        run_stream(spark, after)
+    finally:
+        writer.halt.set()
+        writer.join()
+    run_stream(spark, after)
+    state: dict[Any, Any] = {}
+    reads = 0
+    for record in consume(kafka.bootstrap_servers, f"{kafka_settings['topic.prefix']}.public.items"):
+        value = payload(record["value"])
+        if value is None:
+            continue
+        key = payload(record["key"])["id"]
+        reads += value["op"] == "r"
+        if value["op"] == "d":
+            state.pop(key, None)
+        else:
+            state[key] = value["after"]
+    assert reads > rows // 2 and writer.transactions > 100
+    assert {(k,): v for k, v in state.items()} == _items(dsn)

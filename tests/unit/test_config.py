@@ -399,7 +399,6 @@ SQLSERVER = {"connector.class": "io.debezium.connector.sqlserver.SqlServerConnec
     (SQLSERVER, "cdckit.stream.partitions", "4", "cdckit.stream.partitions applies to PostgreSQL"),
     (SQLSERVER, "database.dbname", "shop", "use database.names"),
     (BASE, "database.names", "shop", "use database.dbname"),
-    (BASE, "signal.data.collection", "shop.dbo.signals", "signal.data.collection applies to SQL Server only"),
     (BASE, "snapshot.isolation.mode", "snapshot", "snapshot.isolation.mode applies to SQL Server only"),
     (BASE, "snapshot.select.statement.overrides.public.t", "SELECT 1", "applies to SQL Server only"),
     (BASE, "cdckit.sqlserver.purged.changes", "resnapshot", "applies to SQL Server only"),
@@ -435,3 +434,15 @@ def test_a_configuration_written_out_whole_validates_again() -> None:
     for base in (BASE, SQLSERVER):
         written = validate(base).as_properties(include_secrets=True)
         assert validate(written).as_properties(include_secrets=True) == written
+
+
+@pytest.mark.parametrize("base,value,form", [
+    (BASE, "shop.dbo.signals", "<schema>.<table>"),
+    (BASE, "signals", "<schema>.<table>"),
+    (SQLSERVER, "dbo.signals", "<database>.<schema>.<table>"),
+])
+def test_the_signalling_table_is_named_as_each_connector_names_tables(base: dict[str, str], value: str,
+                                                                     form: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(f"must name the signalling table as {form}")):
+        validate({**base, "signal.data.collection": value})
+    assert validate({**base, "signal.data.collection": "shop.dbo.s" if base is SQLSERVER else "public.s"})

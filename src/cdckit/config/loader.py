@@ -480,6 +480,11 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
         problems.append("snapshot.mode=when_needed is not a mode of Debezium's SQL Server connector (initial, "
                         "initial_only, schema_only); use initial, and set cdckit.sqlserver.purged.changes=resnapshot "
                         "to snapshot a table again when the cleanup job removed changes cdckit had not read")
+    signals = str(values.get("signal.data.collection") or "")
+    parts = 3 if values.get("connector.class") == SQLSERVER_CONNECTOR else 2
+    if signals and (len(signals.split(".")) != parts or not all(signals.split("."))):
+        form = "<database>.<schema>.<table>" if parts == 3 else "<schema>.<table>"
+        problems.append(f"signal.data.collection={signals!r} must name the signalling table as {form}")
     if values.get("plugin.name") == "yboutput" and values.get("connector.class") != YUGABYTEDB_CONNECTOR:
         problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
                         "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")

@@ -115,23 +115,20 @@ class LsnRange(InputPartition):
         self.history = history  # the schema history so far (JSON), to tell a new structure from a known one
         self.number = number
         self.batch = batch
+        self.window: SnapshotWindow | None = None  # the batch's last range: an incremental snapshot's chunks after it
 
 
-class WindowPartition(InputPartition):
-    """The chunks of an incremental snapshot read in a batch ``(start, end]``, under the exported ``snapshot`` that
-    sees the transactions ``visibility`` names (``incremental``); after the batch's changes, so its ``number`` is the
-    batch's last."""
+class SnapshotWindow:
+    """The chunks of an incremental snapshot a batch ``(start, end]`` reads after its changes (in the same task as
+    its last range, so every sink keeps them after those changes), under the exported ``snapshot`` that sees the
+    transactions ``visibility`` names (``dialect.postgres.incremental``)."""
 
-    def __init__(self, start: int, end: int, chunks: list[dict[str, Any]], snapshot: str, visibility: str,
-                 number: int, batch: int | None = None) -> None:
-        super().__init__(("window", start, end))
+    def __init__(self, start: int, end: int, chunks: list[dict[str, Any]], snapshot: str, visibility: str) -> None:
         self.start = start
         self.end = end
         self.chunks = chunks
         self.snapshot = snapshot
         self.visibility = visibility
-        self.number = number
-        self.batch = batch
 
 
 class PostgresChangeDataSource(DataSource):
@@ -292,15 +289,14 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         bounds = [low, *cuts, high]
         history = SchemaHistory.load(self.options).to_json()
         batch = planned_batch(self.options, end) if self.options.get(STREAM_FILES_OUTPUT) else None
-        partitions: list[InputPartition] = [
-            LsnRange(first, last, history, number, batch)
-            for number, (first, last) in enumerate(itertools.pairwise(bounds))]
+        partitions = [LsnRange(first, last, history, number, batch)
+                      for number, (first, last) in enumerate(itertools.pairwise(bounds))]
         window = end.get("window")
         if window:
             snapshot = self._window_snapshot(high)
-            partitions.append(WindowPartition(low, high, list(window["chunks"]), snapshot.name,
-                                              str(snapshot.visibility), len(partitions), batch))
-        return partitions
+            partitions[-1].window = SnapshotWindow(low, high, list(window["chunks"]), snapshot.name,
+                                                   str(snapshot.visibility))
+        return list(partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._reconnecting(lambda conn: advance_slot(conn, self.slot_name, parse_lsn(end["lsn"]), self.publication))
@@ -314,13 +310,12 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     # -- executor side -------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, WindowPartition):
-            batches = with_stats(arrow_batches(self.window_rows(partition)), self.options.get("database.dbname", ""))
-        else:
-            assert isinstance(partition, LsnRange)
-            decoded = _DecodedRange(self.options, partition, self.slot_name)
-            batches = with_stats(decoded.batches() if decoded.columnar else arrow_batches(decoded.rows()),
-                                 self.options.get("database.dbname", ""), decoded.filtered)
+        assert isinstance(partition, LsnRange)
+        decoded = _DecodedRange(self.options, partition, self.slot_name)
+        batches = with_stats(decoded.batches() if decoded.columnar else arrow_batches(decoded.rows()),
+                             self.options.get("database.dbname", ""), decoded.filtered)
+        if partition.window is not None:  # reads: counted by no streaming metric, as Debezium counts them
+            batches = itertools.chain(batches, arrow_batches(self.window_rows(partition.window)))
         folder = self.options.get(STREAM_FILES_OUTPUT)
         if folder and partition.batch is not None:
             return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}"))
@@ -328,12 +323,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
         """The partition's records, every event formatted by the reference (``RecordBuilder``)."""
-        if isinstance(partition, WindowPartition):
-            return self.window_rows(partition)
         assert isinstance(partition, LsnRange)
-        return _DecodedRange(self.options, partition, self.slot_name).rows()
+        rows = _DecodedRange(self.options, partition, self.slot_name).rows()
+        return itertools.chain(rows, self.window_rows(partition.window)) if partition.window is not None else rows
 
-    def window_rows(self, partition: WindowPartition) -> Iterator[EventRow]:
+    def window_rows(self, partition: SnapshotWindow) -> Iterator[EventRow]:
         """An incremental snapshot window's records: its chunks' rows the batch's unseen changes leave, as reads
         (``op: r``, ``source.snapshot: incremental``) at the batch's end."""
         options = self.options
