@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from helpers import execute, fetch, make_config, payload, records
 
+from cdckit.config import validate
 from cdckit.lab.embedded_postgres import _bin_dir
 from cdckit.pipeline import run_snapshot, run_stream
 
@@ -47,3 +48,18 @@ def test_capture_works_with_only_what_the_scripts_grant(postgres: Any, spark: An
     run_stream(spark, config)
     ops = [payload(r["value"])["op"] for r in records(config, "it.public.orders") if r["value"] is not None]
     assert ops == ["r", "c", "u"]
+
+    # an ad hoc incremental snapshot, with the signalling table the third script creates and publishes
+    for _ in range(2):
+        _psql(dsn, "03_signal_table.sql", schema="public", table="debezium_signal",
+              publication=f"pub_min_{database}", cdckit_user="cdckit_min")
+    assert fetch(dsn, f"SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pub_min_{database}' "
+                      "AND tablename = 'debezium_signal'") == [(1,)]
+    signalled = validate({**config.as_properties(include_secrets=True),
+                          "signal.data.collection": "public.debezium_signal"})
+    execute(dsn, "INSERT INTO public.debezium_signal VALUES ('s1', 'execute-snapshot', "
+                 "'{\"data-collections\": [\"public.orders\"]}')")
+    run_stream(spark, signalled)
+    reads = [payload(r["value"]) for r in records(config, "it.public.orders")[3:] if r["value"] is not None]
+    assert [(r["op"], r["source"]["snapshot"], r["after"]["id"]) for r in reads] == [
+        ("r", "incremental", 1), ("r", "incremental", 2)]
