@@ -8,7 +8,8 @@
         id    any unique string; used to correlate log messages only. (During
               incremental snapshots Debezium writes its own watermark rows with
               generated ids and types snapshot-window-open / -close.)
-        type  the signal: execute-snapshot or stop-snapshot.
+        type  the signal: execute-snapshot, stop-snapshot, pause-snapshot or
+              resume-snapshot.
         data  JSON parameters of the signal.
    2. Enables CDC on it (sys.sp_cdc_enable_table, same gating role as the
       data tables) if it is not tracked yet. On SQL Server signals arrive

@@ -155,7 +155,8 @@ def test_pause_resume_and_stop(postgres: Any, spark: Any, database: str, workdir
     _signal(dsn, "pause-snapshot")
     run_stream(spark, after)
     paused = len(_reads(after))
-    assert paused <= started + 100, "at most the window of the batch holding the signal"
+    # at most the windows of the batch the bounded run had planned when it stopped, and of the signal's batch
+    assert paused <= started + 200
     run_stream(spark, after)
     assert len(_reads(after)) == paused, "no chunk is read while paused"
 

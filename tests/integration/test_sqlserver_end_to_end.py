@@ -367,6 +367,59 @@ def test_stop_snapshot_signal_cancels_a_requested_snapshot(model: SqlServerModel
     assert records(config, TOPIC) == []
 
 
+def test_an_incremental_snapshot_spreads_over_batches_and_pauses_resumes_and_stops(model: SqlServerModel, spark: Any,
+                                                                                    workdir: Path) -> None:
+    _signal_table(model)
+    with model.transaction("testDB") as tx:
+        for i in range(1, 301):
+            tx.insert("dbo", "customers", {"id": i, "email": f"before{i}"})
+    settings = {"snapshot.mode": "no_data", "table.include.list": "dbo\\.customers",
+                "signal.data.collection": "testDB.dbo.debezium_signal", "incremental.snapshot.chunk.size": "25",
+                "max.batch.size": "50"}
+    config = sqlserver_config(model, workdir, **settings)
+    two_batches = sqlserver_config(model, workdir, **{**settings, "cdckit.stream.max.batches": "2"})
+    run_stream(spark, config)
+
+    def signal(kind: str, number: int, data: str = "{}") -> None:
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "debezium_signal", {"id": f"{kind}-{number}", "type": kind, "data": data})
+
+    def reads() -> list[dict[str, Any]]:
+        return [payload(r["value"]) for r in records(config, TOPIC) if r["value"] and payload(r["value"])["op"] == "r"]
+
+    everything = '{"data-collections": ["testDB.dbo.customers"], "type": "incremental"}'
+    signal("execute-snapshot", 1, everything)
+    run_stream(spark, two_batches)  # the signal's batch, then one batch of two chunks
+    first = len(reads())
+    assert 0 < first <= 50
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 5}, {"email": "changed-during"})
+        tx.update("dbo", "customers", {"id": 250}, {"email": "changed-before-its-chunk"})
+        tx.delete("dbo", "customers", {"id": 251})
+    signal("pause-snapshot", 2)
+    run_stream(spark, config)
+    paused = len(reads())
+    # at most the chunks of the batch the bounded run had planned when it stopped, and of the signal's batch
+    assert paused <= first + 100
+    run_stream(spark, config)
+    assert len(reads()) == paused < 300, "nothing is read while paused"
+    signal("resume-snapshot", 3)
+    run_stream(spark, config)
+    assert sorted({r["after"]["id"] for r in reads()}) == [i for i in range(1, 301) if i != 251]
+    assert {r["source"]["snapshot"] for r in reads()} == {"incremental"}
+    assert replay(config, TOPIC) == table_rows(model)
+
+    signal("execute-snapshot", 4, everything)
+    run_stream(spark, two_batches)
+    signal("stop-snapshot", 5, everything)
+    run_stream(spark, config)
+    again = len(reads()) - 299
+    assert 0 < again < 299, "stopped mid-way"
+    run_stream(spark, config)
+    assert len(reads()) - 299 == again
+    assert replay(config, TOPIC) == table_rows(model)
+
+
 def test_failed_snapshot_resumes_with_only_the_unfinished_chunks(model: SqlServerModel, spark: Any,
                                                                  workdir: Path) -> None:
     import json

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from cdckit.dialect.postgres.incremental import Progress, TableRequest, Visibility, WindowChunk
+from cdckit.dialect.incremental import Progress, TableRequest
+from cdckit.dialect.postgres.incremental import Visibility, WindowChunk
 from cdckit.dialect.signals import Signal
 
 CAPTURED = [("public", "customers"), ("public", "items"), ("public", "orders"), ("sales", "items")]

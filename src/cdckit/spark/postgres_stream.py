@@ -32,6 +32,7 @@ from psycopg2.extensions import connection as Connection
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from cdckit.dialect.incremental import Progress
 from cdckit.dialect.postgres import incremental, pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, captured_names, select_tables, table_from_relation
 from cdckit.dialect.postgres.changes import (
@@ -205,7 +206,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
                                   self.parts, self.min_events_per_part,
                                   peek_bound(max_events, self._messages_per_change))
         self._messages_per_change = pending.messages_per_change() or self._messages_per_change
-        progress = incremental.Progress.from_offset(start)
+        progress = Progress.from_offset(start)
         end_lsn, splits, window = pending.end_lsn, pending.splits, None
         if progress.runnable and pending.caught_up:
             end_lsn, splits, window, progress = self._open_window(conn, start_lsn, progress, pending, max_events)
@@ -238,9 +239,9 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             self._signal_checked = True
         return self._signal_oid
 
-    def _open_window(self, conn: Connection, start_lsn: int, progress: incremental.Progress,
+    def _open_window(self, conn: Connection, start_lsn: int, progress: Progress,
                      pending: PendingChanges, max_events: int
-                     ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, incremental.Progress]:
+                     ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, Progress]:
         """The stream is caught up: export a snapshot, plan the next chunks in it, write the window's message and
         end the batch at or after it. Returns the batch's end, its cuts, the window and the progress after it."""
         window = incremental.export_window(self.options)

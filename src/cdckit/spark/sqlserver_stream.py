@@ -26,6 +26,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from cdckit.dialect.incremental import Progress
+from cdckit.dialect.signals import Signal, parse_signal
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
 from cdckit.dialect.sqlserver.changes import (
     PurgedChangesError,
@@ -37,11 +39,12 @@ from cdckit.dialect.sqlserver.changes import (
     server_utc_offset_minutes,
 )
 from cdckit.dialect.sqlserver.connection import connect
-from cdckit.dialect.sqlserver.signals import parse_signal, snapshot_requests
 from cdckit.dialect.sqlserver.snapshot import (
     Chunk,
     ChunkFilter,
     ChunkWatermark,
+    chunk_at,
+    chunk_plan,
     plan_chunks,
     read_incremental_watermarks,
     signal_instance,
@@ -59,6 +62,9 @@ log = logging.getLogger("cdckit.sqlserver")
 KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at the snapshot}
 KNOWN_INSTANCES_OPTION = "cdckit.sqlserver.known.instances"  # {"db.capture_instance": "db.schema.table"}
 STARTS_KEY = "capture_instance_starts"
+INCREMENTAL_KEY = "incremental"  # {"<db>": the database's incremental snapshot progress (dialect/incremental.py)}
+WINDOW_KEY = "window"  # {"<db>": the incremental snapshot chunks the batch reads}
+MAX_CHUNKS_PER_BATCH = 64
 
 
 def offset(positions: dict[str, int], starts: dict[str, int]) -> dict[str, Any]:
@@ -201,7 +207,38 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             if end is not None:
                 latest[database] = end
             budget = max(0, budget - admitted)
-        return offset(latest, met_starts(start, self.options, everywhere))
+        document = offset(latest, met_starts(start, self.options, everywhere))
+        self._incremental(start, document, begin, latest, budget)
+        return document
+
+    def _incremental(self, start: dict[str, Any], end: dict[str, Any], begin: dict[str, int], latest: dict[str, int],
+                     budget: int) -> None:
+        """Each database's incremental snapshot in the batch's ``end``: the next chunks it reads (up to the rows
+        left of the batch's budget, at least one), then the progress once the signals committed in the batch's range
+        are applied (they take effect from the next batch)."""
+        chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
+        progresses = start.get(INCREMENTAL_KEY) or {}
+        for database in self.databases:
+            progress = Progress.from_offset({INCREMENTAL_KEY: progresses.get(database)})
+            signal = signal_instance(self._cursor(database), database, self.options)
+            if not progress.active and (signal is None or latest.get(database, 0) <= begin.get(database, 0)):
+                continue
+            cursor = self._cursor(database)
+            instances = [i for i in capture_instances(cursor, database, self.options)
+                         if signal is None or i.capture_instance != signal.capture_instance]
+            chunks: list[dict[str, Any]] = []
+            if progress.runnable:
+                wanted = max(1, min(MAX_CHUNKS_PER_BATCH, budget // max(1, chunk_rows)))
+                chunks, progress = _next_chunks(cursor, progress, instances, chunk_rows, wanted)
+                budget = max(0, budget - len(chunks) * chunk_rows)
+            if signal is not None and latest.get(database, 0) > begin.get(database, 0):
+                found = _signals(cursor, signal, begin.get(database, 0), latest[database])
+                progress = progress.after(found, [(i.schema, i.name) for i in instances], "tsql", f"{database}.")
+            document = progress.to_json()
+            if document is not None:
+                end.setdefault(INCREMENTAL_KEY, {})[database] = document
+            if chunks:
+                end.setdefault(WINDOW_KEY, {})[database] = chunks
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         self.planned(end)
@@ -242,9 +279,18 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                             "table (cdckit.sqlserver.purged.changes=resnapshot)", database, instance.qualified_name)
                 partitions.extend(IncrementalChunkPartition(instance, chunk, None)
                                   for chunk in plan_chunks(cursor, instance, chunk_rows))
-            if signal is not None:
-                partitions.extend(self._incremental(cursor, signal, instances, begin.get(database, 0),
-                                                    finish[database]))
+        for database, chunks in sorted((end.get(WINDOW_KEY) or {}).items()):
+            by_table = {(i.schema, i.name): i for i in capture_instances(self._cursor(database), database,
+                                                                          self.options)}
+            for chunk in chunks:
+                found = by_table.get((chunk["schema"], chunk["table"]))
+                if found is None:
+                    log.error("incremental snapshot chunk of %s.%s.%s skipped: the table has no capture instance "
+                              "now", database, chunk["schema"], chunk["table"])
+                    continue
+                partitions.append(IncrementalChunkPartition(found, Chunk(
+                    database, chunk["schema"], chunk["table"], int(chunk["index"]), chunk["lower"], chunk["upper"]),
+                    chunk.get("condition")))
         if partitions and self.heartbeat_ms > 0 and (time.monotonic() - self._last_heartbeat) * 1000 \
                 >= self.heartbeat_ms:
             self._last_heartbeat = time.monotonic()
@@ -263,23 +309,6 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             except PurgedChangesError:
                 purged.append(instance)
         return purged
-
-    def _incremental(self, cursor: Any, signal: CaptureInstance, instances: tuple[CaptureInstance, ...],
-                     start: int, end: int) -> list[InputPartition]:
-        """Chunks of the snapshots that signals committed in ``(start, end]`` ask for."""
-        found = []
-        for event in fold_changes(signal, read_changes(cursor, signal, check_readable(cursor, signal, start), end)):
-            parsed = parse_signal(event.after or {}) if event.op == "c" else None
-            if parsed is not None:
-                found.append(parsed)
-        chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
-        partitions: list[InputPartition] = []
-        for request in snapshot_requests(found):
-            for instance in instances:
-                if request.selects(f"{instance.database}.{instance.qualified_name}"):
-                    partitions.extend(IncrementalChunkPartition(instance, chunk, request.condition)
-                                      for chunk in plan_chunks(cursor, instance, chunk_rows))
-        return partitions
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: SQL Server keeps changes until the cleanup job's retention expires."""
@@ -355,6 +384,52 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 yield from records.rows(event)
             if previous_commit is not None:
                 yield from records.rows(_transaction_end(previous_commit, previous_ts))
+
+
+def _signals(cursor: Any, signal: CaptureInstance, start: int, end: int) -> list[Signal]:
+    """The signals inserted into the signalling table by the transactions committed in ``(start, end]``."""
+    found = []
+    for event in fold_changes(signal, read_changes(cursor, signal, check_readable(cursor, signal, start), end)):
+        parsed = parse_signal(event.after or {}) if event.op == "c" else None
+        if parsed is not None:
+            found.append(parsed)
+    return found
+
+
+def _next_chunks(cursor: Any, progress: Progress, instances: list[CaptureInstance], chunk_rows: int,
+                 wanted: int) -> tuple[list[dict[str, Any]], Progress]:
+    """Up to ``wanted`` next chunks of the incremental snapshot, and the progress after them. A table's chunk plan
+    (``chunk_plan``: low, step, pieces) is made when its snapshot begins and kept in ``progress.high``; the next
+    chunk's index is ``progress.last``."""
+    from dataclasses import replace
+
+    chunks: list[dict[str, Any]] = []
+    while progress.runnable and len(chunks) < wanted:
+        if progress.current is None:
+            progress = replace(progress, current=progress.pending[0], pending=progress.pending[1:], last=None,
+                               high=None)
+        request = progress.current
+        assert request is not None
+        instance = next((i for i in instances if (i.schema, i.name) == (request.schema, request.table)), None)
+        plan = tuple(int(v) for v in progress.high) if progress.high is not None else None
+        if instance is not None and plan is None:
+            plan = chunk_plan(cursor, instance, chunk_rows)
+        if instance is None or plan is None:
+            if instance is None:
+                log.error("incremental snapshot of %s skipped: it has no capture instance", request.qualified_name)
+            progress = replace(progress, current=None, last=None, high=None)
+            continue
+        assert len(plan) == 3
+        index = int(progress.last[0]) if progress.last else 0
+        chunk = chunk_at(instance, (plan[0], plan[1], plan[2]), index)
+        chunks.append({"schema": chunk.schema, "table": chunk.table, "index": chunk.index, "lower": chunk.lower,
+                       "upper": chunk.upper, "condition": request.condition})
+        if index + 1 >= plan[2]:
+            progress = replace(progress, current=None, last=None, high=None, chunks=progress.chunks + 1)
+        else:
+            progress = replace(progress, last=(str(index + 1),), high=tuple(str(v) for v in plan),
+                               chunks=progress.chunks + 1)
+    return chunks, progress
 
 
 def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:

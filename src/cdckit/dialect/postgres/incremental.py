@@ -37,13 +37,14 @@ import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
+from cdckit.dialect.incremental import Key, Progress, TableRequest
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, load_table
 from cdckit.dialect.postgres.changes import peek_options
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
-from cdckit.dialect.signals import Signal, check_condition, matches, parse_signal
+from cdckit.dialect.signals import Signal, parse_signal
 from cdckit.errors import CdcKitError, DecodingError
 from cdckit.events import UNAVAILABLE
 
@@ -51,130 +52,6 @@ log = logging.getLogger("cdckit.signals")
 
 WINDOW_MESSAGE_PREFIX = "cdckit.snapshot.window"
 MAX_CHUNKS_PER_WINDOW = 64
-
-
-@dataclass(frozen=True)
-class TableRequest:
-    schema: str
-    table: str
-    condition: str | None = None  # the signal's additional condition for this table
-
-    @property
-    def qualified_name(self) -> str:
-        return f"{self.schema}.{self.table}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": self.schema, "table": self.table, "condition": self.condition}
-
-    @classmethod
-    def from_json(cls, document: Mapping[str, Any]) -> TableRequest:
-        return cls(str(document["schema"]), str(document["table"]), document.get("condition"))
-
-
-Key = tuple[str, ...]  # a primary key's values as PostgreSQL's text output, in key column order
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where the incremental snapshot stands at a batch's end (kept in the end offset)."""
-
-    pending: tuple[TableRequest, ...] = ()  # tables still to read, in order
-    current: TableRequest | None = None  # the table being read
-    last: Key | None = None  # the current table's key read up to (None: from its start)
-    high: Key | None = None  # the current table's largest key when its snapshot began (None: not yet looked up)
-    paused: bool = False
-    chunks: int = 0  # chunks planned so far: the next chunk's id
-
-    @property
-    def active(self) -> bool:
-        return self.current is not None or bool(self.pending)
-
-    @property
-    def runnable(self) -> bool:
-        return self.active and not self.paused
-
-    def to_json(self) -> dict[str, Any] | None:
-        """The offset's ``incremental`` entry; None when nothing is requested or paused (the offset leaves it out)."""
-        if not self.active and not self.paused:
-            return None
-        return {"pending": [r.to_json() for r in self.pending],
-                "current": self.current.to_json() if self.current else None,
-                "last": list(self.last) if self.last is not None else None,
-                "high": list(self.high) if self.high is not None else None,
-                "paused": self.paused, "chunks": self.chunks}
-
-    @classmethod
-    def from_offset(cls, offset: Mapping[str, Any]) -> Progress:
-        document = offset.get("incremental")
-        if not document:
-            return cls()
-        current = document.get("current")
-        return cls(tuple(TableRequest.from_json(r) for r in document.get("pending") or ()),
-                   TableRequest.from_json(current) if current else None,
-                   tuple(document["last"]) if document.get("last") is not None else None,
-                   tuple(document["high"]) if document.get("high") is not None else None,
-                   bool(document.get("paused")), int(document.get("chunks") or 0))
-
-    def after(self, signals: Iterable[Signal], captured: Sequence[tuple[str, str]]) -> Progress:
-        """The progress once ``signals`` (in commit order) are applied; ``captured``: the (schema, table) names the
-        include and exclude lists capture."""
-        progress = self
-        for signal in signals:
-            progress = progress._apply(signal, captured)
-        return progress
-
-    def _apply(self, signal: Signal, captured: Sequence[tuple[str, str]]) -> Progress:
-        collections = signal.data_collections()
-        if signal.type == "execute-snapshot":
-            kind = str(signal.data.get("type", "incremental")).lower()
-            if kind != "incremental":
-                log.error("signal %s asks for a %s snapshot; cdckit takes incremental snapshots only (a blocking one: "
-                          "stop the job and run `cdckit snapshot`); ignored", signal.id, kind)
-                return self
-            if not collections:
-                log.error("signal %s: execute-snapshot names no data-collections; nothing to do", signal.id)
-                return self
-            conditions = signal.conditions()
-            requested = []
-            for schema, table in captured:
-                name = f"{schema}.{table}"
-                if not matches(collections, name):
-                    continue
-                condition = conditions if isinstance(conditions, str) or conditions is None else next(
-                    (f for c, f in conditions.items() if matches((c,), name)), None)
-                try:
-                    condition = check_condition(condition, "postgres") if condition else None
-                except ValueError as error:
-                    log.error("signal %s ignored: %s", signal.id, error)
-                    return self
-                requested.append(TableRequest(schema, table, condition))
-            if not requested:
-                log.error("signal %s: no captured table matches data-collections %s; name tables as <schema>.<table> "
-                          "and add them to table.include.list first", signal.id, list(collections))
-                return self
-            known = {r.qualified_name for r in (*self.pending, *([self.current] if self.current else []))}
-            added = tuple(r for r in requested if r.qualified_name not in known)
-            log.info("signal %s: incremental snapshot of %s requested", signal.id,
-                     ", ".join(r.qualified_name for r in added) or "tables already being read")
-            return replace(self, pending=self.pending + added)
-        if signal.type == "stop-snapshot":
-            if not collections:
-                log.info("signal %s: incremental snapshot stopped", signal.id)
-                return replace(self, pending=(), current=None, last=None, high=None)
-            pending = tuple(r for r in self.pending if not matches(collections, r.qualified_name))
-            progress = replace(self, pending=pending)
-            if self.current is not None and matches(collections, self.current.qualified_name):
-                progress = replace(progress, current=None, last=None, high=None)
-            log.info("signal %s: incremental snapshot of %s stopped", signal.id, list(collections))
-            return progress
-        if signal.type == "pause-snapshot":
-            log.info("signal %s: incremental snapshot paused", signal.id)
-            return replace(self, paused=True)
-        if signal.type == "resume-snapshot":
-            log.info("signal %s: incremental snapshot resumed", signal.id)
-            return replace(self, paused=False)
-        log.info("signal %s of type %s is not one cdckit acts on; ignored", signal.id, signal.type)
-        return self
 
 
 @dataclass(frozen=True)

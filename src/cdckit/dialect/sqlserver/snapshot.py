@@ -60,21 +60,31 @@ def chunk_key(instance: CaptureInstance) -> str | None:
     return None
 
 
-def plan_chunks(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> list[Chunk]:
+def chunk_plan(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> tuple[int, int, int] | None:
+    """How a table splits into chunks of about ``chunk_rows`` rows: ``(low, step, pieces)`` over its integer key
+    (one piece for a table without one), or None for an empty table."""
     key = chunk_key(instance)
-    db = queries.quote_name(instance.database)
     if key is None:
-        return [Chunk(instance.database, instance.schema, instance.name, 0, None, None)]
-    cursor.execute(queries.key_bounds(db, instance.schema, instance.name, key))
+        return 0, 0, 1
+    cursor.execute(queries.key_bounds(queries.quote_name(instance.database), instance.schema, instance.name, key))
     low, high, count = cursor.fetchone()
     if low is None:
-        return []  # an empty table: nothing to read (and the snapshot's last row is in another table)
+        return None  # an empty table: nothing to read (and the snapshot's last row is in another table)
     span = int(high) - int(low) + 1
     pieces = max(1, min(MAX_CHUNKS_PER_TABLE, math.ceil(span / chunk_rows), math.ceil(int(count) / chunk_rows) + 1))
-    step = math.ceil(span / pieces)
-    bounds = [int(low) + i * step for i in range(pieces)]
-    return [Chunk(instance.database, instance.schema, instance.name, i, None if i == 0 else bounds[i],
-                  None if i == pieces - 1 else bounds[i + 1]) for i in range(pieces)]
+    return int(low), math.ceil(span / pieces), pieces
+
+
+def chunk_at(instance: CaptureInstance, plan: tuple[int, int, int], index: int) -> Chunk:
+    """Chunk ``index`` of a ``chunk_plan``: the first and the last are open-ended."""
+    low, step, pieces = plan
+    return Chunk(instance.database, instance.schema, instance.name, index,
+                 None if index == 0 else low + index * step, None if index == pieces - 1 else low + (index + 1) * step)
+
+
+def plan_chunks(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> list[Chunk]:
+    plan = chunk_plan(cursor, instance, chunk_rows)
+    return [] if plan is None else [chunk_at(instance, plan, i) for i in range(plan[2])]
 
 
 def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tuple[object, ...]:
