@@ -95,6 +95,27 @@ def test_changes_stream_as_debezium_sqlserver_events(model: SqlServerModel, spar
         '"testDB"."dbo"."customers"', '"testDB"."dbo"."orders"'}
 
 
+def test_the_debezium_3_6_format_for_sql_server(model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "first@example.org"})
+    config = sqlserver_config(model, workdir, **{"cdckit.debezium.format": "3.6"})
+    run_snapshot(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 1}, {"email": "second@example.org"})
+    run_stream(spark, config)
+    read, update = (r["value"] for r in records(config, TOPIC))
+    for document in (read, update):
+        assert list(document["payload"]) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us",
+                                             "ts_ns"]
+        assert document["schema"]["version"] == 2
+        source = document["payload"]["source"]
+        assert list(source)[:8] == ["version", "connector", "name", "ts_ms", "snapshot", "db", "ts_us", "ts_ns"]
+        assert source["version"] == "3.6.0.Final" and source["ts_us"] == source["ts_ms"] * 1000
+    assert (read["payload"]["op"], update["payload"]["op"]) == ("r", "u")
+    assert update["payload"]["after"]["email"] == "second@example.org"
+    assert replay(config, TOPIC) == table_rows(model)
+
+
 def test_one_transaction_over_two_tables_with_transaction_metadata(model: SqlServerModel, spark: Any,
                                                                    workdir: Path) -> None:
     config = sqlserver_config(model, workdir, **{"provide.transaction.metadata": "true"})

@@ -322,6 +322,9 @@ def validate(raw: Mapping[str, str]) -> Config:
                                 f"with --set {prop.name}=...")
             default = prop.default_for(connector_class) if prop.default_for else prop.default
             values[prop.name] = default
+    if values.get("cdckit.message.format") == "qlik" and raw.get("cdckit.debezium.format"):
+        problems.append("cdckit.debezium.format chooses the release of Debezium's envelopes, which "
+                        "cdckit.message.format=qlik does not write: remove one of them")
     if values.get("cdckit.message.format") == "qlik":
         # Qlik's metadata messages announce each table's structure; Debezium's schema change records are not
         # written beside them (SQL Server's default of include.schema.changes is Debezium's, for its format).

@@ -129,6 +129,9 @@ PROPERTIES: tuple[Property, ...] = (
     # -- cdckit: the Spark side ---------------------------------------------------------------------
     Property("cdckit.message.format", "choice", "debezium", "message format: Debezium envelopes or Qlik Replicate "
              "messages", choices=("debezium", "qlik")),
+    Property("cdckit.debezium.format", "choice", "2.5", "whose Debezium records to reproduce: 2.5 (Debezium "
+             "2.5.2.Final's) or 3.6 (Debezium 3.6.0.Final's: ts_us/ts_ns, the transaction block before op, versioned "
+             "source and Envelope schemas, source.origin); see docs/decisions/0028", choices=("2.5", "3.6")),
     Property("cdckit.qlik.encoding", "choice", "json", "Qlik message encoding", choices=("json", "avro")),
     Property("cdckit.qlik.task", "string", "", "Qlik lineage.task (default: the connector name)"),
     Property("cdckit.qlik.server", "string", "", "Qlik lineage.server (default: topic.prefix)"),

@@ -433,9 +433,12 @@ class Runtime:
     home: Path
 
 
-def fetch_runtime(version: str = VERSION) -> Runtime:
-    """The Debezium Server distribution of ``version`` or, when Maven Central has none, its embedded engine."""
-    if (cache_root() / f"debezium-embedded-{version}" / ".complete").exists():
+def fetch_runtime(version: str = VERSION, kind: str | None = None) -> Runtime:
+    """The Debezium Server distribution of ``version`` or, when Maven Central has none, its embedded engine;
+    ``kind`` asks for one: ``embedded`` (Debezium 3.x's runs on Java 17, its server needs 21) or ``server``."""
+    if kind == "server":
+        return Runtime(version, "server", fetch_server(version))
+    if kind == "embedded" or (cache_root() / f"debezium-embedded-{version}" / ".complete").exists():
         return Runtime(version, "embedded", fetch_embedded(version))
     try:
         return Runtime(version, "server", fetch_server(version))
@@ -673,11 +676,11 @@ class DebeziumServer:
     properties from config/application.properties, given as its argument."""
 
     def __init__(self, work_dir: Path, properties: Mapping[str, str], java_opts: tuple[str, ...] = (),
-                 version: str = VERSION) -> None:
+                 version: str = VERSION, runtime: str | None = None) -> None:
         self.work_dir = work_dir.resolve()
         self.properties = dict(properties)
         self.java_opts = java_opts
-        self.runtime = fetch_runtime(version)
+        self.runtime = fetch_runtime(version, runtime)
         self.home = self.runtime.home
         self.java, self.java_version = find_java(required_java(self.home), f"Debezium {version}")
         if self.java_version >= 24:  # JBoss Threads (Quarkus) resets thread locals through java.lang's internals
@@ -770,8 +773,9 @@ def run_debezium(dsn_properties: Mapping[str, str], kafka_bootstrap: str, work_d
                  slot_name: str = "dbz_bench", publication_name: str = "dbz_bench", topic_prefix: str = "bench",
                  partitions: int = 1, on_streaming: Callable[[], None] | None = None, keep_slot: bool = False,
                  java_opts: tuple[str, ...] = (), version: str = VERSION,
-                 producer: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Run Debezium Server until ``topic`` holds ``expected_records`` more records than when it started.
+                 producer: Mapping[str, str] | None = None, runtime: str | None = None) -> dict[str, Any]:
+    """Run Debezium Server until ``topic`` holds ``expected_records`` more records than when it started
+    (``runtime="embedded"``: the release's embedded engine, as ``fetch_runtime`` says).
 
     ``dsn_properties`` are the ``database.*`` connector properties (EmbeddedPostgres.connector_properties).
     With ``on_streaming``, the server is first left to reach streaming (its slot active in
@@ -798,7 +802,7 @@ def run_debezium(dsn_properties: Mapping[str, str], kafka_bootstrap: str, work_d
                                    publication_name=publication_name, topic_prefix=topic_prefix,
                                    extra={f"debezium.sink.kafka.producer.{key}": value
                                           for key, value in (producer or {}).items()})
-    server = DebeziumServer(work_dir, properties, java_opts=java_opts, version=version)
+    server = DebeziumServer(work_dir, properties, java_opts=java_opts, version=version, runtime=runtime)
     result: dict[str, Any] = {"version": version, "runtime": server.runtime.kind, "java": server.java_version,
                               "snapshot_mode": properties["debezium.source.snapshot.mode"]}
     try:

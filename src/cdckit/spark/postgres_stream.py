@@ -371,7 +371,8 @@ class _DecodedRange:
         # Debezium envelopes without transaction blocks are formatted a column at a time (columnar.py); the
         # rest, and what those tables' formats do not support, a record at a time.
         self.columnar = (isinstance(self.records, RecordBuilder) and not self.records.with_transactions
-                         and not self.settings.wrap_values and self.settings.connector == "postgresql")
+                         and not self.settings.wrap_values and self.settings.connector == "postgresql"
+                         and self.settings.debezium_format == "2.5")
         self._converters: dict[TableFormat, columnar.ColumnarChanges] = {}  # by the format (its identity)
 
     def items(self, plain_ops: frozenset[str] | None = None) -> Iterator[ChangeEvent | EventRow | PlainChanges]:

@@ -334,7 +334,8 @@ class ChangeDecoder:
         def event(op: str, before: Row | None, after: Row | None, serial: int = 0) -> ChangeEvent:
             assert table is not None
             return ChangeEvent(table.schema, table.name, op, before, after, Position(commit_end, lsn, serial),
-                               ts_ms, begin.xid, sequence=sequence, extra={"begin_lsn": begin_lsn})
+                               ts_ms, begin.xid, sequence=sequence,
+                               extra={"begin_lsn": begin_lsn, "source_ts_us": begin.commit_time_us})
 
         if isinstance(message, pgoutput.Insert):
             yield event("c", None, row(message.new))

@@ -50,7 +50,7 @@ _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 def supports(table_format: TableFormat) -> bool:
     """Whether ``ColumnarReads`` formats this table's snapshot reads (PostgreSQL's connector, no yboutput)."""
     settings = table_format.settings
-    return settings.connector == "postgresql" and not settings.wrap_values
+    return settings.connector == "postgresql" and not settings.wrap_values and settings.debezium_format == "2.5"
 
 
 class _Converter:

@@ -87,6 +87,7 @@ class FormatSettings:
     column_rules: tuple[ColumnRule, ...] = ()
     message_key_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
     wrap_values: bool = False  # yboutput: every column as {"value": v, "set": true}, unsent columns null
+    debezium_format: str = "2.5"  # cdckit.debezium.format: whose records, Debezium 2.5.2's or 3.6.0's
 
     @property
     def is_sqlserver(self) -> bool:
@@ -124,6 +125,7 @@ def format_settings(options: Mapping[str, str]) -> FormatSettings:
         column_rules=parse_rules(options),
         message_key_columns=parse_message_key_columns(options.get("message.key.columns", "")),
         wrap_values=options.get("plugin.name", "pgoutput") == "yboutput",
+        debezium_format=options.get("cdckit.debezium.format", "2.5"),
     )
 
 
@@ -158,7 +160,9 @@ def topic_name(settings: FormatSettings, schema: str, table: str, database: str 
 
 
 def source_block(settings: FormatSettings) -> SourceBlock:
-    return SqlServerSource() if settings.is_sqlserver else PostgresSource(settings.connector)
+    if settings.is_sqlserver:
+        return SqlServerSource(settings.debezium_format)
+    return PostgresSource(settings.connector, settings.debezium_format)
 
 
 @dataclass(frozen=True)
@@ -237,14 +241,20 @@ class TableFormat:
                            "optional": False, "name": schema_name("Key")}
         row_schema = {"type": "struct", "fields": [self._value_schema(f) for f in self._value_fields],
                       "optional": True, "name": schema_name("Value")}
+        self.version_3 = settings.debezium_format != "2.5"
+        images = [{**row_schema, "field": "before"}, {**row_schema, "field": "after"}, self.source.schema]
         self.value_schema = {
             "type": "struct",
-            "fields": [{**row_schema, "field": "before"}, {**row_schema, "field": "after"}, self.source.schema,
-                       _field("string", "op", False), _field("int64", "ts_ms", True), TRANSACTION_BLOCK_SCHEMA],
+            # Debezium 3 (decision 0028): the transaction block before op, the processing time in finer units too
+            "fields": [*images, TRANSACTION_BLOCK_SCHEMA, _field("string", "op", False), _field("int64", "ts_ms", True),
+                       _field("int64", "ts_us", True), _field("int64", "ts_ns", True)] if self.version_3 else
+            [*images, _field("string", "op", False), _field("int64", "ts_ms", True), TRANSACTION_BLOCK_SCHEMA],
             "optional": False,
             "name": schema_name("Envelope"),
         }
-        if not settings.is_sqlserver:
+        if self.version_3:
+            self.value_schema["version"] = 2
+        elif not settings.is_sqlserver:
             # Debezium 2.5.2's PostgreSQL connector versions its envelope schema (measured side by side,
             # docs/decisions/0016); the documentation's examples leave the version out.
             self.value_schema["version"] = 1
@@ -377,10 +387,15 @@ class TableFormat:
             before, after = self.row_payload(event.before, read), self.row_payload(event.after, read)
         except UnsupportedValueError as error:
             raise UnsupportedValueError(f"table {self.table.schema}.{self.table.name}: {error}") from None
+        source = self.source.payload(event, self.settings.topic_prefix, self.database)
+        if self.version_3:
+            return {"before": before, "after": after, "source": source, "transaction": event.extra.get("transaction"),
+                    "op": event.op, "ts_ms": processed_ts_ms, "ts_us": processed_ts_ms * 1000,
+                    "ts_ns": processed_ts_ms * 1_000_000}
         return {
             "before": before,
             "after": after,
-            "source": self.source.payload(event, self.settings.topic_prefix, self.database),
+            "source": source,
             "op": event.op,
             "ts_ms": processed_ts_ms,
             "transaction": event.extra.get("transaction"),
