@@ -672,3 +672,49 @@ def test_agent_stopped_gives_a_clear_error(sqlserver: SqlServerLab, spark: Any, 
             run_snapshot(spark, config)
     finally:
         sqlserver.execute(agent_xps.format(1), database="master")
+
+
+# -- ad hoc incremental snapshots ------------------------------------------------------------------------------
+def test_a_signalled_incremental_snapshot_spreads_over_batches_pauses_and_reproduces_the_table(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    import json
+
+    table = sqlserver.create_table("adhoc", "id int PRIMARY KEY, amount int NOT NULL",
+                                   "INSERT INTO dbo.{table} SELECT value, value FROM GENERATE_SERIES(1, 600)")
+    signals = sqlserver.create_table("signals", "id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, "
+                                                "data varchar(2048) NULL")
+    settings = {"snapshot.mode": "no_data", "signal.data.collection": f"testDB.dbo.{signals}",
+                "incremental.snapshot.chunk.size": "50", "max.batch.size": "100"}
+    config = sqlserver.config(workdir, [table], **settings)
+    name = topic(table)
+
+    def signal(signal_id: str, kind: str, data: dict[str, Any]) -> None:
+        sqlserver.execute((f"INSERT INTO dbo.{signals} (id, type, data) VALUES (?, ?, ?)",
+                           (signal_id, kind, json.dumps(data))))
+        sqlserver.wait_for_capture()
+
+    def reads() -> list[dict[str, Any]]:
+        return [payload(r["value"]) for r in records(config, name)
+                if r["value"] is not None and payload(r["value"])["op"] == "r"]
+
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    signal("go", "execute-snapshot", {"data-collections": [f"testDB.dbo.{table}"], "type": "incremental"})
+    run_stream(spark, sqlserver.config(workdir, [table], **settings, **{"cdckit.stream.max.batches": "2"}))
+    started = len(reads())
+    assert 0 < started < 600
+    sqlserver.execute(f"UPDATE dbo.{table} SET amount = amount + 1000 WHERE id % 7 = 0",
+                      f"DELETE FROM dbo.{table} WHERE id % 11 = 0")
+    signal("hold", "pause-snapshot", {})
+    run_stream(spark, config)
+    held = len(reads())
+    run_stream(spark, config)
+    assert len(reads()) == held < 600, "no chunk is read while paused"
+    signal("on", "resume-snapshot", {})
+    sqlserver.execute(f"UPDATE dbo.{table} SET amount = -1 WHERE id % 13 = 0")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    assert {r["source"]["snapshot"] for r in reads()} == {"incremental"}
+    assert {r["after"]["id"] for r in reads()} >= {i for i in range(1, 601) if i % 11}
+    assert len({r["source"]["commit_lsn"] for r in reads()}) >= 3, "read over several batches"
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "amount"))

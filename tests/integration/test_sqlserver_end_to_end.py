@@ -441,6 +441,42 @@ def test_an_incremental_snapshot_spreads_over_batches_and_pauses_resumes_and_sto
     assert replay(config, TOPIC) == table_rows(model)
 
 
+def test_an_incremental_snapshot_cut_by_a_failure_goes_on_from_the_checkpoint(model: SqlServerModel, spark: Any,
+                                                                               workdir: Path) -> None:
+    _signal_table(model)
+    with model.transaction("testDB") as tx:
+        for i in range(1, 201):
+            tx.insert("dbo", "customers", {"id": i, "email": f"before{i}"})
+    config = sqlserver_config(model, workdir, **{
+        "snapshot.mode": "no_data", "table.include.list": "dbo\\.customers", "max.batch.size": "40",
+        "signal.data.collection": "testDB.dbo.debezium_signal", "incremental.snapshot.chunk.size": "20"})
+    run_stream(spark, config)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "debezium_signal", {"id": "go", "type": "execute-snapshot",
+                                             "data": '{"data-collections": ["testDB.dbo.customers"]}'})
+
+    def reads() -> list[int]:
+        return [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)
+                if r["value"] and payload(r["value"])["op"] == "r"]
+
+    def fail_in_the_middle(batch_id: int, summary: dict[str, int]) -> None:
+        if len(reads()) >= 60:
+            with model.transaction("testDB") as tx:  # changed while the job is down
+                tx.update("dbo", "customers", {"id": 150}, {"email": "changed-while-down"})
+                tx.delete("dbo", "customers", {"id": 3})
+            raise RuntimeError("simulated crash after the sink wrote a batch of the snapshot")
+
+    with pytest.raises(Exception, match="simulated crash"):
+        run_stream(spark, config, on_batch=fail_in_the_middle)
+    read_before = len(reads())
+    assert 60 <= read_before < 200
+    run_stream(spark, config)
+    found = reads()
+    # the failed batch's chunks are read again (its files rewritten); nothing before them is
+    assert sorted(set(found)) == list(range(1, 201)) and len(found) <= 200 + 40
+    assert replay(config, TOPIC) == table_rows(model)
+
+
 def test_failed_snapshot_resumes_with_only_the_unfinished_chunks(model: SqlServerModel, spark: Any,
                                                                  workdir: Path) -> None:
     import json
