@@ -344,6 +344,11 @@ def _signal_table(model: SqlServerModel) -> None:
     model.enable_table("testDB", "dbo", "debezium_signal")
 
 
+def _reads(config: Config) -> list[dict[str, Any]]:
+    """The snapshot reads of the customers topic, in order."""
+    return [payload(r["value"]) for r in records(config, TOPIC) if r["value"] and payload(r["value"])["op"] == "r"]
+
+
 def test_signal_runs_an_incremental_snapshot_that_never_goes_back_in_time(model: SqlServerModel, spark: Any,
                                                                            workdir: Path) -> None:
     _signal_table(model)
@@ -406,7 +411,7 @@ def test_an_incremental_snapshot_spreads_over_batches_and_pauses_resumes_and_sto
             tx.insert("dbo", "debezium_signal", {"id": f"{kind}-{number}", "type": kind, "data": data})
 
     def reads() -> list[dict[str, Any]]:
-        return [payload(r["value"]) for r in records(config, TOPIC) if r["value"] and payload(r["value"])["op"] == "r"]
+        return _reads(config)
 
     everything = '{"data-collections": ["testDB.dbo.customers"], "type": "incremental"}'
     signal("execute-snapshot", 1, everything)
@@ -456,8 +461,7 @@ def test_an_incremental_snapshot_cut_by_a_failure_goes_on_from_the_checkpoint(mo
                                              "data": '{"data-collections": ["testDB.dbo.customers"]}'})
 
     def reads() -> list[int]:
-        return [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)
-                if r["value"] and payload(r["value"])["op"] == "r"]
+        return [r["after"]["id"] for r in _reads(config)]
 
     def fail_in_the_middle(batch_id: int, summary: dict[str, int]) -> None:
         if len(reads()) >= 60:

@@ -958,7 +958,7 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
     ``max_changes`` changes are reached."""
     from cdckit.dialect.postgres import pgoutput
     from cdckit.dialect.postgres.catalog import TableInfo, table_from_relation
-    from cdckit.dialect.postgres.changes import ChangeDecoder, _as_bytes, peek_options
+    from cdckit.dialect.postgres.changes import ChangeDecoder, as_bytes, peek_options
     from cdckit.dialect.postgres.connection import connect
     from cdckit.dialect.postgres.lsn import parse_lsn
     from cdckit.formats.debezium.envelope import TableFormat, format_settings
@@ -988,7 +988,7 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
         conn.rollback()
         events: list[tuple[Any, Any]] = []
         for lsn_text, data in peeked:
-            for event in decoder.feed(parse_lsn(str(lsn_text)), _as_bytes(data)):
+            for event in decoder.feed(parse_lsn(str(lsn_text)), as_bytes(data)):
                 if event.op in ("c", "u", "d"):
                     events.append((event, formats[(event.schema, event.table)]))
         return events

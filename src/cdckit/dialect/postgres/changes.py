@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
@@ -29,6 +30,7 @@ from cdckit.errors import DecodingError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position, Row
 
 log = logging.getLogger("cdckit")
+T = TypeVar("T")
 
 HEARTBEAT_MESSAGE_PREFIX = "cdckit.heartbeat"
 _CHANGE_KINDS = (ord("I"), ord("U"), ord("D"))
@@ -147,9 +149,14 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
                           int(changes or 0), caught_up=not ran_out and not int(later or 0))
 
 
-def current_flush_lsn(conn: Connection) -> int:
+_WAL_POSITIONS = {"flush": "SELECT pg_current_wal_flush_lsn()::text",
+                  "insert": "SELECT pg_current_wal_insert_lsn()::text"}
+
+
+def current_flush_lsn(conn: Connection, which: str = "flush") -> int:
+    """The WAL position written and flushed (``flush``), or inserted so far (``insert``)."""
     with conn.cursor() as cur:
-        cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+        cur.execute(_WAL_POSITIONS[which])
         row = cur.fetchone()
     conn.commit()
     assert row is not None
@@ -392,36 +399,52 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
     A peek starts at the slot's position. With ``start`` (a partition after a batch's first), the server leaves out
     the row changes of the transactions that commit before it, which ``ChangeDecoder`` would skip: the earlier
     partitions' changes are decoded by the server again, but neither sent nor looked at."""
-    deadline = time.monotonic() + wait_seconds
-    delay = 0.01
     params = {"slot": options.get("slot.name", "debezium"), "end": format_lsn(end),
               "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
               "skipped": _SKIPPED_BEFORE_START}
-    while True:
-        cur = conn.cursor(name="cdckit_peek")
+    cur = conn.cursor(name="cdckit_peek")
+
+    def first_rows() -> list[tuple[Any, ...]]:
+        nonlocal cur
+        if cur.closed:
+            cur = conn.cursor(name="cdckit_peek")
         cur.itersize = fetch_size
         try:
             cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
-            first = cur.fetchmany(fetch_size)
-            break
-        except psycopg2.errors.ObjectInUse:  # another partition of the batch is decoding: its turn first
-            conn.rollback()
-            if time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+            return list(cur.fetchmany(fetch_size))
+        except psycopg2.errors.ObjectInUse:
+            cur.close()
+            raise
+
+    first = taking_turns(conn, first_rows, wait_seconds)
     try:
         rows = first
         while rows:
             for lsn, data in rows:  # the hex text of bytea_output=hex, as the connection keeps values as text
-                yield int(lsn), (bytes.fromhex(data[2:]) if data[:2] == "\\x" else _as_bytes(data))
+                yield int(lsn), (bytes.fromhex(data[2:]) if data[:2] == "\\x" else as_bytes(data))
             rows = cur.fetchmany(fetch_size)
     finally:
         cur.close()
     conn.commit()
 
 
-def _as_bytes(data: object) -> bytes:
+def taking_turns(conn: Connection, peek: Callable[[], T], wait_seconds: float = 60.0) -> T:
+    """Run a ``peek`` of the slot, waiting (up to ``wait_seconds``) while another partition of the batch holds the
+    slot: a slot decodes for one session at a time, and the partitions of one batch take turns for it."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.01
+    while True:
+        try:
+            return peek()
+        except psycopg2.errors.ObjectInUse:  # another partition of the batch is decoding: its turn first
+            conn.rollback()
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def as_bytes(data: object) -> bytes:
     if isinstance(data, (bytes, memoryview)):
         return bytes(data)
     text = str(data)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import struct
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
@@ -40,10 +39,11 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.incremental import Key, Progress, TableRequest
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, load_table
-from cdckit.dialect.postgres.changes import peek_options
+from cdckit.dialect.postgres.changes import as_bytes, current_flush_lsn, peek_options, taking_turns
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
+from cdckit.dialect.postgres.snapshot import fetch_blocks
 from cdckit.dialect.signals import Signal, parse_signal
 from cdckit.errors import CdcKitError, DecodingError
 from cdckit.events import UNAVAILABLE
@@ -139,12 +139,7 @@ def mark_window(conn: Connection, chunk_ids: Sequence[int]) -> int:
         cur.execute("SELECT pg_logical_emit_message(true, %s, %s)",
                     (WINDOW_MESSAGE_PREFIX, json.dumps({"chunks": list(chunk_ids)})))
     conn.commit()
-    with conn.cursor() as cur:
-        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
-        row = cur.fetchone()
-    conn.commit()
-    assert row is not None
-    return parse_lsn(str(row[0]))
+    return current_flush_lsn(conn, "insert")
 
 
 # -- chunks -----------------------------------------------------------------------------------------------------
@@ -265,29 +260,15 @@ def _relation_messages(conn: Connection, options: Mapping[str, str], start: int,
               "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
               "relations": [psycopg2.Binary(struct.pack(">I", oid)) for oid in relation_ids],
               "kinds": [ord(kind) for kind in kinds]}
-    deadline = time.monotonic() + wait_seconds
-    delay = 0.01
-    while True:
-        try:
-            with conn.cursor() as cur:
-                cur.execute(_RELATION_MESSAGES_SQL, params)
-                rows = cur.fetchall()
-            break
-        except psycopg2.errors.ObjectInUse:  # a partition of the batch is decoding: its turn first
-            conn.rollback()
-            if time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+
+    def peek() -> list[tuple[Any, ...]]:
+        with conn.cursor() as cur:
+            cur.execute(_RELATION_MESSAGES_SQL, params)
+            return list(cur.fetchall())
+
+    rows = taking_turns(conn, peek, wait_seconds)
     conn.commit()
-    return [(int(xid), pgoutput.decode_message(_bytes(data))) for xid, data in rows]
-
-
-def _bytes(data: object) -> bytes:
-    if isinstance(data, (bytes, memoryview)):
-        return bytes(data)
-    text = str(data)
-    return bytes.fromhex(text[2:]) if text.startswith("\\x") else text.encode("latin-1")
+    return [(int(xid), pgoutput.decode_message(as_bytes(data))) for xid, data in rows]
 
 
 def signal_table(conn: Connection, options: Mapping[str, str]) -> int | None:
@@ -404,13 +385,4 @@ def _chunk_blocks(conn: Connection, table: TableInfo, chunk: WindowChunk, fetch_
     query = sql.SQL("SELECT {c} FROM {t} WHERE {w} ORDER BY {k}").format(
         c=sql.SQL(", ").join(sql.Identifier(c.name) for c in table.columns),
         t=sql.Identifier(table.schema, table.name), w=sql.SQL(" AND ").join(conditions), k=_key_list(table))
-    with conn.cursor(name=f"cdckit_incremental_{chunk.id}") as cur:
-        cur.itersize = fetch_size
-        cur.execute(query, params)
-        try:
-            while block := cur.fetchmany(fetch_size):
-                yield block
-        except UnicodeDecodeError as exc:
-            raise DecodingError(
-                f"table {table.qualified_name} holds text that is not UTF-8 ({exc.reason}); convert the data to "
-                f"UTF-8, or leave the column out (column.exclude.list)") from None
+    yield from fetch_blocks(conn, f"cdckit_incremental_{chunk.id}", query, params, fetch_size, table)

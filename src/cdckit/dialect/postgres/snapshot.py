@@ -8,7 +8,7 @@ taken and no extra slot is created.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
 
@@ -148,18 +148,24 @@ def read_chunk_blocks(options: Mapping[str, str], snapshot_name: str, table: Tab
         with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
             cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
         query, params = chunk_query(table, chunk)
-        with conn.cursor(name=f"cdckit_snapshot_{chunk.index}") as cur:
-            cur.itersize = fetch_size
-            cur.execute(query, params)
-            try:
-                while block := cur.fetchmany(fetch_size):
-                    yield block
-            except UnicodeDecodeError as exc:
-                raise DecodingError(
-                    f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
-                    f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
-                    f"(column.exclude.list)") from None
+        yield from fetch_blocks(conn, f"cdckit_snapshot_{chunk.index}", query, params, fetch_size, table)
         conn.rollback()
+
+
+def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, params: Sequence[object],
+                 fetch_size: int, table: TableInfo) -> Iterator[list[tuple[str | None, ...]]]:
+    """A query's rows of ``table`` through a server-side cursor, ``fetch_size`` rows a round trip."""
+    with conn.cursor(name=cursor_name) as cur:
+        cur.itersize = fetch_size
+        cur.execute(query, params)
+        try:
+            while block := cur.fetchmany(fetch_size):
+                yield block
+        except UnicodeDecodeError as exc:
+            raise DecodingError(
+                f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
+                f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
+                f"(column.exclude.list)") from None
 
 
 def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,

@@ -74,40 +74,17 @@ class PostgresSource:
         if last_commit is not None or current is not None:
             sequence = orjson.dumps([None if last_commit is None else str(last_commit),
                                      None if current is None else str(current)]).decode()
-        if not self.version_3:
-            return {
-                "version": POSTGRES_VERSION,
-                "connector": self.connector,
-                "name": topic_prefix,
-                "ts_ms": event.source_ts_ms,
-                "snapshot": event.snapshot,
-                "db": database,
-                "sequence": sequence,
-                "schema": event.schema,
-                "table": event.table,
-                "txId": event.tx_id,
-                "lsn": event.position.lsn,
-                "xmin": None,
-            }
-        micros = _microseconds(event)
-        return {
-            "version": VERSION_3,
-            "connector": self.connector,
-            "name": topic_prefix,
-            "ts_ms": event.source_ts_ms,
-            "snapshot": event.snapshot,
-            "db": database,
-            "sequence": sequence,
-            "ts_us": micros,
-            "ts_ns": micros * 1000,
-            "schema": event.schema,
-            "table": event.table,
-            "txId": event.tx_id,
-            "lsn": event.position.lsn,
-            "xmin": None,
-            "origin": None,
-            "origin_lsn": None,
-        }
+        head: dict[str, Any] = {"version": VERSION_3 if self.version_3 else POSTGRES_VERSION,
+                                "connector": self.connector, "name": topic_prefix, "ts_ms": event.source_ts_ms,
+                                "snapshot": event.snapshot, "db": database, "sequence": sequence}
+        if self.version_3:
+            micros = _microseconds(event)
+            head.update(ts_us=micros, ts_ns=micros * 1000)
+        own: dict[str, Any] = {"schema": event.schema, "table": event.table, "txId": event.tx_id,
+                               "lsn": event.position.lsn, "xmin": None}
+        if self.version_3:
+            own.update(origin=None, origin_lsn=None)
+        return {**head, **own}
 
 
 def format_sqlserver_lsn(value: int | None) -> str | None:
