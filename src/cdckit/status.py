@@ -151,8 +151,13 @@ def render(status: dict[str, Any], console: Any) -> None:
         line("stream: no batch committed yet")
     else:
         ago = (time.time() * 1000 - stream["committed_ms"]) / 1000 if stream.get("committed_ms") else None
+        offsets = stream["offsets"]
+        position = ({k: v for k, v in offsets.items() if k not in ("incremental", "window")}
+                    if isinstance(offsets, dict) else offsets)
         line(f"stream: last committed batch {stream['batch']}" + (f", {ago:.0f} s ago" if ago is not None else "")
-             + f"; position {json.dumps(stream['offsets'], sort_keys=True)}")
+             + f"; position {json.dumps(position, sort_keys=True)}")
+        for text in incremental_lines(offsets if isinstance(offsets, dict) else {}):
+            line(f"  {text}")
     if job is not None:
         for database, values in (job.get("streaming") or {}).items():
             lag = values.get("MilliSecondsBehindSource")
@@ -195,3 +200,27 @@ def render(status: dict[str, Any], console: Any) -> None:
                 estimate = recorded.get(table) or now.get(table)  # the estimate when the snapshot started
                 line(f"  snapshot {database}.{table}: {rows} rows read"
                      + (f" of about {estimate}" if estimate else ""))
+
+
+def incremental_lines(offsets: dict[str, Any]) -> list[str]:
+    """What the incremental snapshot in a batch's end ``offsets`` stands at (PostgreSQL: one progress; SQL Server:
+    one per database), and the chunks that batch read."""
+    from cdckit.dialect.incremental import Progress
+
+    found = offsets.get("incremental") or {}
+    by_database = found if found and "pending" not in found else {"": found} if found else {}
+    lines = []
+    for database, document in sorted(by_database.items()):
+        progress = Progress.from_offset({"incremental": document})
+        where = f" of {database}" if database else ""
+        reading = (f"reading {progress.current.qualified_name}" if progress.current is not None
+                   else "between tables")
+        pending = ", ".join(r.qualified_name for r in progress.pending)
+        lines.append(f"incremental snapshot{where}: {'paused, ' if progress.paused else ''}{reading}, "
+                     f"{progress.chunks} chunks planned" + (f", next: {pending}" if pending else ""))
+    window = offsets.get("window") or {}
+    chunks = window.get("chunks") if "chunks" in window else [c for cs in window.values() for c in cs]
+    if chunks:
+        lines.append(f"the last batch read {len(chunks)} incremental snapshot chunks")
+    return lines
+

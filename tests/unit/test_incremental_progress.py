@@ -96,3 +96,20 @@ def test_visibility_follows_the_snapshot_xmin_xmax_and_in_progress_list() -> Non
     # around the wraparound: xmax just past it, an xid from before it is seen, one after it is not
     wrapped = Visibility.parse(f"{epoch - 5}:{epoch + 3}:")
     assert wrapped.sees((1 << 32) - 3) and wrapped.sees(2) and not wrapped.sees(3)
+
+
+def test_cdckit_status_says_where_the_incremental_snapshot_stands() -> None:
+    from cdckit.status import incremental_lines
+
+    progress = Progress(pending=(TableRequest("public", "orders"),), current=TableRequest("public", "items"),
+                        last=("400",), high=("900",), paused=True, chunks=4)
+    window = {"snapshot": "1:2:", "chunks": [WindowChunk(3, "public", "items", ("200",), ("400",)).to_json()]}
+    assert incremental_lines({"lsn": "0/1", "incremental": progress.to_json(), "window": window}) == [
+        "incremental snapshot: paused, reading public.items, 4 chunks planned, next: public.orders",
+        "the last batch read 1 incremental snapshot chunks"]
+    by_database = {"databases": {}, "incremental": {"testDB": Progress(pending=(TableRequest("dbo", "c"),)).to_json()},
+                   "window": {"testDB": [{"schema": "dbo", "table": "c", "index": 0}]}}
+    assert incremental_lines(by_database) == [
+        "incremental snapshot of testDB: between tables, 0 chunks planned, next: dbo.c",
+        "the last batch read 1 incremental snapshot chunks"]
+    assert incremental_lines({"lsn": "0/1"}) == []
