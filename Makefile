@@ -29,7 +29,8 @@ OLDEST_ENV    = PYSPARK_PYTHON=$(abspath $(OLDEST_VENV)/bin/python) PYSPARK_DRIV
 E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/test_restarts.py \
                 tests/integration/test_kafka_delivery.py tests/integration/test_quality_end_to_end.py \
                 tests/integration/test_stream_partitions.py tests/integration/test_sqlserver_end_to_end.py \
-                tests/integration/test_spark_versions.py tests/integration/test_standalone_cluster.py
+                tests/integration/test_spark_versions.py tests/integration/test_standalone_cluster.py \
+                tests/integration/test_incremental_snapshot.py::test_pause_resume_and_stop
 
 $(OLDEST_STAMP): pyproject.toml
 	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
