@@ -406,15 +406,10 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
 
     def first_rows() -> list[tuple[Any, ...]]:
         nonlocal cur
-        if cur.closed:
-            cur = conn.cursor(name="cdckit_peek")
+        cur = conn.cursor(name="cdckit_peek")  # a new one each turn: a refused one goes with the rollback
         cur.itersize = fetch_size
-        try:
-            cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
-            return list(cur.fetchmany(fetch_size))
-        except psycopg2.errors.ObjectInUse:
-            cur.close()
-            raise
+        cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
+        return list(cur.fetchmany(fetch_size))
 
     first = taking_turns(conn, first_rows, wait_seconds)
     try:
