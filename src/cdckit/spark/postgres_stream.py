@@ -40,7 +40,7 @@ from cdckit.dialect.postgres.changes import (
     ChangeDecoder,
     PendingChanges,
     PlainChanges,
-    current_flush_lsn,
+    current_wal_lsn,
     emit_heartbeat,
     peek_bound,
     peek_rows,
@@ -192,7 +192,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         return start
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now_target = self._reconnecting(current_flush_lsn)
+        self._available_now_target = self._reconnecting(current_wal_lsn)
 
     def next_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         return self._reconnecting(lambda conn: self._latest(conn, start, limit))

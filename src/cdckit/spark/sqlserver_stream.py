@@ -188,10 +188,11 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             schema_evolution.apply_with(self.options, rotations)
 
         everywhere: list[CaptureInstance] = []
+        listed: dict[str, list[CaptureInstance]] = {}
         moved = []  # the databases with something new: (database, cursor, capture instances, max LSN)
         for database in self.databases:
             cursor = self._cursor(database)
-            instances = capture_instances(cursor, database, self.options)
+            instances = listed[database] = capture_instances(cursor, database, self.options)
             everywhere.extend(instances)
             upto = self._target[database] if self._target else require_max_lsn(cursor, database)
             if upto is not None and upto > begin.get(database, 0):
@@ -208,14 +209,15 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 latest[database] = end
             budget = max(0, budget - admitted)
         document = offset(latest, met_starts(start, self.options, everywhere))
-        self._incremental(start, document, begin, latest, budget)
+        self._incremental(start, document, begin, latest, budget, listed)
         return document
 
     def _incremental(self, start: dict[str, Any], end: dict[str, Any], begin: dict[str, int], latest: dict[str, int],
-                     budget: int) -> None:
+                     budget: int, listed: dict[str, list[CaptureInstance]]) -> None:
         """Each database's incremental snapshot in the batch's ``end``: the next chunks it reads (up to the rows
         left of the batch's budget, at least one), then the progress once the signals committed in the batch's range
-        are applied (they take effect from the next batch)."""
+        are applied (they take effect from the next batch). ``listed`` holds each database's capture instances, as
+        ``next_offset`` read them for this batch."""
         chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
         progresses = start.get(INCREMENTAL_KEY) or {}
         for database in self.databases:
@@ -224,7 +226,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             if not progress.active and (signal is None or latest.get(database, 0) <= begin.get(database, 0)):
                 continue
             cursor = self._cursor(database)
-            instances = [i for i in capture_instances(cursor, database, self.options)
+            instances = [i for i in listed[database]
                          if signal is None or i.capture_instance != signal.capture_instance]
             chunks: list[dict[str, Any]] = []
             if progress.runnable:
@@ -247,6 +249,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         together = option_bool(self.options, "provide.transaction.metadata", False)
         watermarks = json.dumps(read_incremental_watermarks(self.options))
         partitions: list[InputPartition] = []
+        listed: dict[str, tuple[CaptureInstance, ...]] = {}  # each database's capture instances, once per batch
         for database in self.databases:
             if finish.get(database, 0) <= begin.get(database, 0):
                 continue
@@ -254,8 +257,9 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             known = json.loads(self.options.get(KNOWN_INSTANCES_OPTION, "{}"))
             previously = [table.split(".", 1)[1] for table in known.values() if table.startswith(f"{database}.")]
             signal = signal_instance(cursor, database, self.options)
-            instances = tuple(i for i in capture_instances(cursor, database, self.options, previously)
-                              if signal is None or i.capture_instance != signal.capture_instance)
+            instances = listed[database] = tuple(
+                i for i in capture_instances(cursor, database, self.options, previously)
+                if signal is None or i.capture_instance != signal.capture_instance)
             purged = self._purged(cursor, instances, begin.get(database, 0), starts)
             resnapshot = frozenset(i.capture_instance for i in purged)
             low, high = begin.get(database, 0), finish[database]
@@ -280,8 +284,10 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 partitions.extend(IncrementalChunkPartition(instance, chunk, None)
                                   for chunk in plan_chunks(cursor, instance, chunk_rows))
         for database, chunks in sorted((end.get(WINDOW_KEY) or {}).items()):
-            by_table = {(i.schema, i.name): i for i in capture_instances(self._cursor(database), database,
-                                                                          self.options)}
+            known_now = listed.get(database)
+            if known_now is None:  # a window in a batch without changes of its database
+                known_now = tuple(capture_instances(self._cursor(database), database, self.options))
+            by_table = {(i.schema, i.name): i for i in known_now}
             for chunk in chunks:
                 found = by_table.get((chunk["schema"], chunk["table"]))
                 if found is None:

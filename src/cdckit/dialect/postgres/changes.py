@@ -153,7 +153,7 @@ _WAL_POSITIONS = {"flush": "SELECT pg_current_wal_flush_lsn()::text",
                   "insert": "SELECT pg_current_wal_insert_lsn()::text"}
 
 
-def current_flush_lsn(conn: Connection, which: str = "flush") -> int:
+def current_wal_lsn(conn: Connection, which: str = "flush") -> int:
     """The WAL position written and flushed (``flush``), or inserted so far (``insert``)."""
     with conn.cursor() as cur:
         cur.execute(_WAL_POSITIONS[which])
@@ -402,16 +402,13 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
     params = {"slot": options.get("slot.name", "debezium"), "end": format_lsn(end),
               "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
               "skipped": _SKIPPED_BEFORE_START}
-    cur = conn.cursor(name="cdckit_peek")
-
-    def first_rows() -> list[tuple[Any, ...]]:
-        nonlocal cur
+    def first_rows() -> tuple[Any, list[tuple[Any, ...]]]:
         cur = conn.cursor(name="cdckit_peek")  # a new one each turn: a refused one goes with the rollback
         cur.itersize = fetch_size
         cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
-        return list(cur.fetchmany(fetch_size))
+        return cur, list(cur.fetchmany(fetch_size))
 
-    first = taking_turns(conn, first_rows, wait_seconds)
+    cur, first = taking_turns(conn, first_rows, wait_seconds)
     try:
         rows = first
         while rows:

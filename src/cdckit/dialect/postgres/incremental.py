@@ -39,7 +39,7 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.incremental import Key, Progress, TableRequest
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, load_table
-from cdckit.dialect.postgres.changes import as_bytes, current_flush_lsn, peek_options, taking_turns
+from cdckit.dialect.postgres.changes import as_bytes, current_wal_lsn, peek_options, taking_turns
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
@@ -139,7 +139,7 @@ def mark_window(conn: Connection, chunk_ids: Sequence[int]) -> int:
         cur.execute("SELECT pg_logical_emit_message(true, %s, %s)",
                     (WINDOW_MESSAGE_PREFIX, json.dumps({"chunks": list(chunk_ids)})))
     conn.commit()
-    return current_flush_lsn(conn, "insert")
+    return current_wal_lsn(conn, "insert")
 
 
 # -- chunks -----------------------------------------------------------------------------------------------------
