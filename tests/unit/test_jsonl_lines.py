@@ -57,3 +57,39 @@ def test_a_slice_of_a_batch_writes_only_its_own_rows() -> None:
     [(topic, lines, count)] = list(lines_by_topic(_batch(rows).slice(2, 3)))
     assert (topic, count) == ("t", 3)
     assert bytes(lines).decode().splitlines() == [record_line(row) for row in rows[2:5]]
+
+
+def _files_lines(tmp_path: Any, batches: list[pa.RecordBatch]) -> dict[str, bytes]:
+    from cdckit.spark.jsonl import TopicFiles
+
+    counts = TopicFiles(str(tmp_path), "stream-000000000001-00000").write_all(batches)
+    return {topic: (tmp_path / topic / "stream-000000000001-00000.jsonl").read_bytes() for topic in counts}
+
+
+def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: Any, monkeypatch: Any) -> None:
+    import os
+
+    from cdckit.spark import jsonl
+
+    rows = [{"topic": f"shop.public.t{n % 2}", "key": json.dumps({"id": n}), "value": json.dumps({"v": "x" * 300}),
+             "headers": None, "table": "public.t", "op": "c", "commit_lsn": 1, "lsn": n, "serial": 0,
+             "source_ts_ms": 0, "value_binary": None} for n in range(400)]
+    batches = [_batch(rows[start:start + 20]) for start in range(0, len(rows), 20)]
+    expected = {topic: "".join(record_line(row) + "\n" for row in rows if row["topic"] == topic).encode()
+                for topic in ("shop.public.t0", "shop.public.t1")}
+    handed: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def fadvise(fd: int, offset: int, length: int, advice: int) -> None:
+        handed.append((fd, length, advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(jsonl, "WRITE_BEHIND_BYTES", 4096)
+    monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    assert _files_lines(tmp_path / "behind", batches) == expected
+    # each file (about 64 KB) was handed to the disk as it grew, not only synced at the end
+    assert len(handed) >= 2 * 10 and {advice for _, _, advice in handed} == {os.POSIX_FADV_DONTNEED}
+    assert len({fd for fd, _, _ in handed}) == 2
+
+    monkeypatch.delattr(os, "posix_fadvise")  # a platform without it: written, synced and renamed all the same
+    assert _files_lines(tmp_path / "plain", batches) == expected
