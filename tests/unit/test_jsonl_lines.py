@@ -91,5 +91,10 @@ def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: A
     assert len(handed) >= 2 * 10 and {advice for _, _, advice in handed} == {os.POSIX_FADV_DONTNEED}
     assert len({fd for fd, _, _ in handed}) == 2
 
+    def refused(fd: int, offset: int, length: int, advice: int) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "posix_fadvise", refused)  # a file system that refuses the advice
+    assert _files_lines(tmp_path / "refused", batches) == expected
     monkeypatch.delattr(os, "posix_fadvise")  # a platform without it: written, synced and renamed all the same
     assert _files_lines(tmp_path / "plain", batches) == expected

@@ -145,8 +145,10 @@ class TopicFiles:
         if not hasattr(os, "posix_fadvise"):
             return
         handle.flush()
-        # From the start: the pages handed before are clean by now, and leave the page cache.
-        os.posix_fadvise(handle.fileno(), 0, self._written[topic], os.POSIX_FADV_DONTNEED)
+        # From the start: the pages handed before are clean by now, and leave the page cache. Advice only: a file
+        # system that refuses it (some network or FUSE mounts) is written as before, synced by ``commit``.
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(handle.fileno(), 0, self._written[topic], os.POSIX_FADV_DONTNEED)
         self._handed[topic] = self._written[topic]
 
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> Counter[str]:
