@@ -41,6 +41,21 @@ def test_a_batch_of_lines_is_byte_for_byte_the_reference_line_of_each_record(row
     assert record_lines(_batch(rows)).to_pylist() == [record_line(row) + "\n" for row in rows]
 
 
+def _large(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its texts as ``large_string`` (as lines too large for ``string`` offsets are joined)."""
+    return pa.RecordBatch.from_arrays(
+        [column.cast(pa.large_string()) if column.type == pa.string() else column for column in batch.columns],
+        names=batch.schema.names)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records(), max_size=25))
+def test_large_string_columns_give_the_same_lines(rows: list[dict[str, Any]]) -> None:
+    assert record_lines(_large(_batch(rows))).to_pylist() == [record_line(row) + "\n" for row in rows]
+    written = {topic: bytes(lines) for topic, lines, _ in lines_by_topic(_large(_batch(rows)).slice(1))}
+    assert written == {topic: bytes(lines) for topic, lines, _ in lines_by_topic(_batch(rows).slice(1))}
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(records(), max_size=25))
 def test_each_topics_lines_come_in_row_order(rows: list[dict[str, Any]]) -> None:

@@ -11,12 +11,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def join(*parts: Any) -> pa.Array:
-    """Texts joined element-wise; a ``str`` part is the same in every row."""
+def join(*parts: Any, text: pa.DataType | None = None) -> pa.Array:
+    """Texts joined element-wise, as ``large_string`` (or ``text``, whose offsets the result must fit); a ``str``
+    part is the same in every row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    text = pa.large_string()
+    text = text or pa.large_string()
     arrays = [pa.scalar(part, text) if isinstance(part, str) else part.cast(text) for part in parts]
     return pc.binary_join_element_wise(*arrays, pa.scalar("", text))
 

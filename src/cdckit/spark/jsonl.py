@@ -51,24 +51,47 @@ def record_line(row: Mapping[str, Any]) -> str:
             + value_json(row) + ',"headers":' + headers_json(row["headers"]) + "}")
 
 
-def _topic_json(topics: pa.Array) -> pa.Array:
+def _topic_json(topics: pa.Array, text: pa.DataType) -> pa.Array:
     """Each row's topic as a JSON string, escaped once per distinct topic."""
     import pyarrow as pa
 
     encoded = topics.dictionary_encode()
-    escaped = pa.array([_json_string(topic) for topic in encoded.dictionary.to_pylist()], type=pa.large_string())
+    escaped = pa.array([_json_string(topic) for topic in encoded.dictionary.to_pylist()], type=text)
     return escaped.take(encoded.indices)
 
 
-def record_lines(batch: pa.RecordBatch) -> pa.Array:
-    """Each row of an event batch (``rows.EVENT_SCHEMA``) as its JSON line and a newline, a ``large_string``
-    array: byte for byte ``record_line(row) + "\\n"``."""
+def _line_type(batch: pa.RecordBatch) -> pa.DataType:
+    """``string`` when the batch's lines fit its 2 GiB offsets (the key and value columns are then joined as they
+    come, without a copy to ``large_string``), else ``large_string``."""
+    import pyarrow as pa
+
+    texts = [batch.column(name) for name in ("key", "value", "topic")]
+    # the lines' bytes at most: the texts, binary values base64-encoded (and headers, rare) twice over, the rest
+    room = (sum(column.nbytes for column in texts) + 2 * (batch.column("value_binary").nbytes
+                                                          + batch.column("headers").nbytes) + batch.num_rows * 64)
+    if all(column.type == pa.string() for column in texts) and room < (1 << 31) - 1:
+        return pa.string()
+    return pa.large_string()
+
+
+def _or_null(column: pa.Array, text: pa.DataType) -> pa.Array:
+    """A key or value column as its line holds it: ``null`` where there is none."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    text = pa.large_string()
-    key = pc.coalesce(batch.column("key").cast(text), pa.scalar("null", text))
-    value = pc.coalesce(batch.column("value").cast(text), pa.scalar("null", text))
+    column = column if column.type == text else column.cast(text)
+    return column if column.null_count == 0 else pc.coalesce(column, pa.scalar("null", text))
+
+
+def record_lines(batch: pa.RecordBatch) -> pa.Array:
+    """Each row of an event batch (``rows.EVENT_SCHEMA``) as its JSON line and a newline, a ``string`` array (a
+    ``large_string`` one when the lines would not fit): byte for byte ``record_line(row) + "\\n"``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = _line_type(batch)
+    key = _or_null(batch.column("key"), text)
+    value = _or_null(batch.column("value"), text)
     headers: Any = pa.repeat(pa.scalar("[]", text), batch.num_rows)
     rare = pc.or_(pc.is_valid(batch.column("value_binary")),
                   pc.greater(pc.fill_null(pc.list_value_length(batch.column("headers")), 0), 0))
@@ -78,13 +101,14 @@ def record_lines(batch: pa.RecordBatch) -> pa.Array:
         value = merge(rare, pa.array([value_json(row) for row in rows], type=text), value.filter(plain))
         headers = merge(rare, pa.array([headers_json(row["headers"]) for row in rows], type=text),
                         headers.filter(plain))
-    return join('{"topic":', _topic_json(batch.column("topic")), ',"key":', key, ',"value":', value, ',"headers":',
-                headers, "}\n")
+    return join('{"topic":', _topic_json(batch.column("topic"), text), ',"key":', key, ',"value":', value,
+                ',"headers":', headers, "}\n", text=text)
 
 
 def lines_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, memoryview, int]]:
     """The batch's records as lines, grouped by topic in row order: (topic, the lines' UTF-8 bytes, how many)."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if batch.num_rows == 0:
@@ -94,7 +118,9 @@ def lines_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, memoryview, int
     distinct = topics.unique().to_pylist()
     for topic in distinct:
         chosen = lines if len(distinct) == 1 else lines.filter(pc.equal(topics, topic))
-        offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(chosen) + 1, offset=chosen.offset * 8)
+        width = 8 if chosen.type == pa.large_string() else 4
+        offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64 if width == 8 else np.int32,
+                                count=len(chosen) + 1, offset=chosen.offset * width)
         yield topic, memoryview(chosen.buffers()[2])[int(offsets[0]):int(offsets[-1])], len(chosen)
 
 

@@ -509,6 +509,9 @@ class _DecodedRange:
                 pa.repeat(pa.scalar(f"{table.schema}.{table.name}", pa.string()), len(rows)),
                 per_transaction.commit_lsns.take(their_transactions), block.lsns,
                 pa.repeat(pa.scalar(0, pa.int32()), len(rows)), block.source_ts_ms))
+        if len(changes) == 1:  # one table: already in order (no copy of the values)
+            yield from change_column_batches(changes[0], keys[0], values[0], self.records.tombstones)
+            return
         back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
 
         def together(name: str) -> pa.Array:
@@ -544,10 +547,13 @@ class _DecodedRange:
             yield from arrow_batches(row for event, table_format in block
                                      for row in event_rows(event, table_format, tombstones))
             return
+        topics = [table_format.topic for _event, table_format in block]
+        if len(keys) == 1:  # one table: already in order (no copy of the values)
+            yield from change_record_batches(events, topics, keys[0], values[0], self.records.tombstones)
+            return
         back = pa.array(np.argsort(np.array(order), kind="stable"))
-        yield from change_record_batches(events, [table_format.topic for _event, table_format in block],
-                                         pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back),
-                                         self.records.tombstones)
+        yield from change_record_batches(events, topics, pa.concat_arrays(keys).take(back),
+                                         pa.concat_arrays(values).take(back), self.records.tombstones)
 
 
 class _TransactionColumns:

@@ -138,6 +138,12 @@ def change_column_batches(changes: ChangeColumns, keys: pa.Array, values: pa.Arr
         deletes = np.asarray(pc.equal(changes.ops, "d").to_numpy(zero_copy_only=False), dtype=bool)
     else:
         deletes = np.zeros(count, dtype=bool)
+    if not deletes.any():  # no tombstone to add: the columns as they are (no copy of the values)
+        yield from sized_batches(count, {
+            "topic": changes.topics, "key": keys, "value": values, "table": changes.tables, "op": changes.ops,
+            "commit_lsn": changes.commit_lsns, "lsn": changes.lsns, "serial": changes.serials,
+            "source_ts_ms": changes.source_ts_ms})
+        return
     index = pa.array(np.repeat(np.arange(count), 1 + deletes.astype(np.int64)))
     tombstone = np.zeros(len(index), dtype=bool)
     tombstone[np.cumsum(1 + deletes.astype(np.int64)) - 1] = deletes
