@@ -597,7 +597,9 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
 
         producer = {key[len("kafka."):]: value for key, value in {**THROUGHPUT_DEFAULTS,
                                                                    **KAFKA_COMPRESSION_DEFAULT}.items()}
-        common = {"table_include": "public.orders", "partitions": 4, "producer": producer}
+        # Debezium Server itself (its embedded engine, which the compatibility tests cache, only on request)
+        common = {"table_include": "public.orders", "partitions": 4, "producer": producer,
+                  "runtime": os.environ.get("CDCKIT_DEBEZIUM_RUNTIME", "server")}
         debezium_snapshot = run_debezium(properties, bootstrap, work / "snapshot", snapshot_mode="initial",
                                          expected_records=rows, topic="dbzsnap.public.orders", topic_prefix="dbzsnap",
                                          slot_name="dbz_snapshot", publication_name="dbz_snapshot", **common)
