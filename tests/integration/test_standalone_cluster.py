@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from datetime import datetime, timezone
@@ -66,12 +67,35 @@ def _submit(cluster: StandaloneCluster, postgres: Any, job: str, connector: Path
                                    jars=spark_kafka_jars() if kafka else ())
     env = {**os.environ, PASSWORD_VARIABLE: postgres.password, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=str(connector.parent))
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=str(connector.parent))
+    # The driver's output is read as it comes: a driver whose pipe nobody reads stops at its next log line once the
+    # pipe is full (while the test watches the stream, say).
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")),  # type: ignore[union-attr]
+                              daemon=True)
+    reader.start()
+    _OUTPUT[process.pid] = (lines, reader)
+    return process
+
+
+_OUTPUT: dict[int, tuple[list[str], threading.Thread]] = {}
+
+
+def _output(process: subprocess.Popen[str], timeout_s: float = 300) -> str:
+    """The process's whole output, once it has ended (killed after ``timeout_s``)."""
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    lines, reader = _OUTPUT.pop(process.pid)
+    reader.join(30)
+    return "".join(lines)
 
 
 def _finish(cluster: StandaloneCluster, process: subprocess.Popen[str], timeout_s: float = 300) -> str:
-    output, _ = process.communicate(timeout=timeout_s)
+    output = _output(process, timeout_s)
     assert process.returncode == 0, f"{output[-6000:]}\n{cluster.executor_logs()[-6000:]}"
     return output
 
@@ -86,11 +110,16 @@ def _launched_ms_ago(task: dict[str, Any]) -> float:
     return (datetime.now(timezone.utc) - launched).total_seconds() * 1000
 
 
+LONG_TASK_MS = 300
+
+
 def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: subprocess.Popen[str], ui_port: int,
                                         output: Path, timeout_s: float = 240) -> tuple[str, str]:
-    """Once a stream batch has been written, kill the executor of a task of a later batch that has just started
-    (through the driver's REST API), until one such task is seen lost with its executor; returns the executor and
-    the task's failure as the driver recorded it.
+    """Once a stream batch has been written, kill the executor of a task of a later batch that has run for
+    ``LONG_TASK_MS`` (the large transaction's: the batches of 1,500 changes end sooner, and killing their
+    executors just after their tasks succeed would only cost the application its executors), through the driver's
+    REST API, until one such task is seen lost with its executor; returns the executor and the task's failure as
+    the driver recorded it.
 
     The driver's log is no witness here: where the master's exit code for the executor reaches the driver after
     the lost connection, Spark logs the task's ExecutorLostFailure only as "its executor exited for a reason
@@ -102,7 +131,8 @@ def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: sub
                 application = _get(ui_port, "")[0]["id"]
                 for stage in _get(ui_port, f"/{application}/stages?status=active"):
                     path = f"/{application}/stages/{stage['stageId']}/{stage['attemptId']}/taskList"
-                    started = [t for t in _get(ui_port, f"{path}?status=RUNNING") if _launched_ms_ago(t) < 150]
+                    started = [t for t in _get(ui_port, f"{path}?status=RUNNING")
+                               if _launched_ms_ago(t) >= LONG_TASK_MS]
                     if not started:
                         continue
                     task = started[0]
@@ -119,7 +149,7 @@ def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: sub
                 pass
         time.sleep(0.02)
     files = sorted(p.name for p in output.glob("*/stream-*.jsonl"))
-    log = process.communicate()[0][-5000:] if process.poll() is not None else "(still running)"
+    log = _output(process, 0)[-5000:]  # killed if still running
     raise AssertionError(f"no stream task was lost with a killed executor; written: {files}\n{log}")
 
 
@@ -172,6 +202,9 @@ def _changes(dsn: str) -> None:
     apply_changes(dsn)  # inserts, updates, a primary-key update, deletes
     for step in range(24):  # 24 transactions of 500 updates: several batches, each cut in two
         execute(dsn, f"UPDATE public.ledger SET amount = amount + 1 WHERE id % 24 = {step}")
+    # One transaction of 24,000 updates: a batch of its own, read by one task that runs long enough (a second or
+    # more) for an executor to be killed under it on any machine.
+    execute(dsn, "UPDATE public.ledger SET amount = amount + 1; UPDATE public.ledger SET amount = amount - 1")
     execute(dsn, "DELETE FROM public.ledger WHERE id % 10 = 0")
 
 
@@ -228,7 +261,7 @@ def test_a_node_local_path_with_executors_on_other_machines_is_refused_at_start(
     create_inventory(postgres.dsn(database))
     connector = _connector_file(postgres, database, workdir, f"r_{database}")
     process = _submit(cluster, postgres, "snapshot", connector)
-    output, _ = process.communicate(timeout=300)
+    output = _output(process)
     assert process.returncode == 2, output[-4000:]
     assert "cdckit.checkpoint.location=" in output and "cdckit.output.path=" in output
     assert "Spark runs executors on other machines (master spark://127.0.0.1" in output
