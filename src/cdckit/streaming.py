@@ -132,8 +132,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         with from_spark("the stream stopped"):
             while query.isActive:
                 if caught_up.is_set() or (enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]):
-                    # Stop once the last counted batch is committed; a batch that started meanwhile is interrupted
-                    # and replayed by the next run.
+                    # Stop once the last counted batch is committed. The source plans no batch beyond it
+                    # (compat.MAX_BATCHES_OPTION), so none can start, and commit, meanwhile.
                     query.stop()
             query.awaitTermination()
     except KeyboardInterrupt:

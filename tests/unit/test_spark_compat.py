@@ -66,6 +66,7 @@ class _Reader(compat.SelfBoundedReader):
         self.target: int | None = None
 
     def initialOffset(self) -> dict[str, int]:
+        self.started({"pos": 0})
         return {"pos": 0}
 
     def getDefaultReadLimit(self) -> compat.ReadLimit:
@@ -90,3 +91,21 @@ def test_without_a_start_the_reader_bounds_batches_from_what_it_planned_last(tmp
 def test_catching_up_caps_the_reader_where_the_source_stood_when_it_started(tmp_path: Path) -> None:
     reader = _Reader({"cdckit.checkpoint.location": str(tmp_path), compat.CATCH_UP_OPTION: "true"})
     assert [reader.latestOffset()["pos"] for _ in range(4)] == [2, 4, 5, 5]
+
+
+def test_the_reader_plans_no_more_batches_than_a_run_may_take(tmp_path: Path) -> None:
+    reader = _Reader({"cdckit.checkpoint.location": str(tmp_path), compat.MAX_BATCHES_OPTION: "2"})
+    reader.initialOffset()  # not a batch
+    ends = [reader.latestOffset()["pos"] for _ in range(4)]
+    assert ends == [2, 4, 4, 4], "the third batch is not planned, so it cannot start while the query stops"
+    replaying = _Reader({"cdckit.checkpoint.location": str(tmp_path), compat.MAX_BATCHES_OPTION: "2"})
+    replaying.planned({"pos": 3})  # a batch left uncommitted by the run before, replayed: it counts
+    replaying.planned({"pos": 3})  # Spark asks for its partitions again: still one batch
+    start = {"pos": 3}
+    ends = []
+    for _ in range(3):  # Spark 4.2+ hands over the end of the batch it planned last as the start
+        start = replaying.latestOffset(start, compat.ReadMaxRows(2))
+        ends.append(start["pos"])
+    assert ends == [5, 5, 5]
+    unbounded = _Reader({"cdckit.checkpoint.location": str(tmp_path), compat.MAX_BATCHES_OPTION: "0"})
+    assert [unbounded.latestOffset()["pos"] for _ in range(4)] == [2, 4, 6, 7]

@@ -67,6 +67,8 @@ STREAM_CHECKPOINT = "stream"
 # Set by the pipeline on Spark before 4.2 for the available-now trigger: cap the source at the position the
 # database has when the query starts (what prepareForTriggerAvailableNow does on 4.2+).
 CATCH_UP_OPTION = "cdckit.stream.catch.up"
+# Plan no more than this many batches in one run of the query (the pipeline stops it after as many).
+MAX_BATCHES_OPTION = "cdckit.stream.max.batches"
 
 
 def check_spark() -> str:
@@ -124,13 +126,26 @@ class SelfBoundedReader:
 
     Subclasses set ``options`` and ``max_batch_size``, implement ``next_offset(start, limit)`` (the end of the next
     batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
-    ``prepareForTriggerAvailableNow``, and call :meth:`planned` with the end offset in ``partitions``.
+    ``prepareForTriggerAvailableNow``, call :meth:`started` with the initial offset, and :meth:`planned` with the end
+    offset in ``partitions``.
     """
 
     options: dict[str, str]
     max_batch_size: int
     _planned_end: dict[str, Any] | None = None
     _catching_up = False
+    _run_ends: set[str] | None = None  # the end offsets of the batches this run planned or replayed
+
+    def _count(self, end: Mapping[str, Any]) -> None:
+        if self._run_ends is None:
+            self._run_ends = set()
+        self._run_ends.add(json.dumps(dict(end), sort_keys=True))
+
+    def _enough(self) -> bool:
+        """``cdckit.stream.max.batches`` batches ran in this query run: plan no more, so none starts (and commits)
+        while the driver stops the query after the last one it counts."""
+        limit = int(self.options.get(MAX_BATCHES_OPTION) or 0)
+        return bool(limit) and len(self._run_ends or ()) >= limit
 
     def initialOffset(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -144,9 +159,14 @@ class SelfBoundedReader:
     def next_offset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def started(self, start: dict[str, Any]) -> None:
+        """The query starts at ``start`` (its initial offset): the first batch starts there."""
+        self._planned_end = start
+
     def planned(self, end: dict[str, Any]) -> None:
         """Spark plans (or replays) the batch that ends at ``end``: the next one starts there."""
         self._planned_end = end
+        self._count(end)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         if start is None:  # Spark before 4.2
@@ -155,8 +175,12 @@ class SelfBoundedReader:
                 self._catching_up = True
             start = self._planned_end or committed_offset(self.options) or self.initialOffset()
             limit = self.getDefaultReadLimit()
+        if self._enough():
+            return start
         end = self.next_offset(start, limit)
         self._planned_end = end
+        if end != start:
+            self._count(end)
         return end
 
 

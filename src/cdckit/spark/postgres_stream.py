@@ -188,7 +188,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
                 f"replication slot '{self.slot_name}' does not exist; run `cdckit snapshot` (or `cdckit stream` "
                 f"with snapshot.mode=no_data) to create it")
         start = {"lsn": format_lsn(status.confirmed_flush_lsn)}
-        self.planned(start)
+        self.started(start)
         return start
 
     def prepareForTriggerAvailableNow(self) -> None:

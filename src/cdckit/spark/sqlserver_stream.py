@@ -169,7 +169,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 found[database] = require_max_lsn(cursor, database) or 0
             instances.extend(capture_instances(cursor, database, self.options))
         document = offset(found, met_starts({}, self.options, instances))
-        self.planned(document)
+        self.started(document)
         return document
 
     def prepareForTriggerAvailableNow(self) -> None:
