@@ -486,7 +486,8 @@ class _DecodedRange:
         ops = pa.array(plain.ops, type=pa.string())
         ts_ms = now_ms()
         assert isinstance(self.records, RecordBuilder)
-        keys, values, order, changes = [], [], [], []
+        parts: list[list[pa.Array]] = []
+        order = []
         for relation_id in dict.fromkeys(plain.relation_ids):
             rows = np.nonzero(relation_ids == relation_id)[0]
             _relation, table, names, _emitted = self.decoder.relations[relation_id]
@@ -501,26 +502,14 @@ class _DecodedRange:
                                             for event in self.decoder.events_of(plain)])
                 return
             key, value = converters.block_texts(block, ts_ms)
-            keys.append(key if key is not None else pa.nulls(len(rows), pa.large_string()))
-            values.append(value)
             order.append(rows)
-            changes.append(ChangeColumns(
+            parts.append([key if key is not None else pa.nulls(len(rows), pa.large_string()), value, *ChangeColumns(
                 block.ops, pa.repeat(pa.scalar(table_format.topic, pa.string()), len(rows)),
                 pa.repeat(pa.scalar(f"{table.schema}.{table.name}", pa.string()), len(rows)),
                 per_transaction.commit_lsns.take(their_transactions), block.lsns,
-                pa.repeat(pa.scalar(0, pa.int32()), len(rows)), block.source_ts_ms))
-        if len(changes) == 1:  # one table: already in order (no copy of the values)
-            yield from change_column_batches(changes[0], keys[0], values[0], self.records.tombstones)
-            return
-        back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
-
-        def together(name: str) -> pa.Array:
-            return pa.concat_arrays([getattr(part, name) for part in changes]).take(back)
-
-        yield from change_column_batches(
-            ChangeColumns(*(together(name) for name in ("ops", "topics", "tables", "commit_lsns", "lsns", "serials",
-                                                         "source_ts_ms"))),
-            pa.concat_arrays(keys).take(back), pa.concat_arrays(values).take(back), self.records.tombstones)
+                pa.repeat(pa.scalar(0, pa.int32()), len(rows)), block.source_ts_ms).columns()])
+        key, value, *columns = _in_order(order, parts)
+        yield from change_column_batches(ChangeColumns(*columns), key, value, self.records.tombstones)
 
     def _formatted(self, block: list[tuple[ChangeEvent, TableFormat]]) -> Iterator[pa.RecordBatch]:
         """A run of data changes, formatted table by table, a column at a time, then put back in order."""
@@ -534,26 +523,34 @@ class _DecodedRange:
         events = [event for event, _format in block]
         assert isinstance(self.records, RecordBuilder)
         ts_ms = now_ms()
-        keys, values, order = [], [], []
+        parts: list[list[pa.Array]] = []
+        order = []
         try:
             for table_format, indexes in by_format.items():
                 converters = self._converters_for(table_format)
                 key, value = converters.texts([events[i] for i in indexes], ts_ms)
-                keys.append(key if key is not None else pa.nulls(len(indexes), pa.large_string()))
-                values.append(value)
-                order.extend(indexes)
+                parts.append([key if key is not None else pa.nulls(len(indexes), pa.large_string()), value])
+                order.append(np.array(indexes, dtype=np.int64))
         except columnar.CannotFormat:  # each change by the reference, in the format it was met with
             tombstones = self.records.tombstones
             yield from arrow_batches(row for event, table_format in block
                                      for row in event_rows(event, table_format, tombstones))
             return
         topics = [table_format.topic for _event, table_format in block]
-        if len(keys) == 1:  # one table: already in order (no copy of the values)
-            yield from change_record_batches(events, topics, keys[0], values[0], self.records.tombstones)
-            return
-        back = pa.array(np.argsort(np.array(order), kind="stable"))
-        yield from change_record_batches(events, topics, pa.concat_arrays(keys).take(back),
-                                         pa.concat_arrays(values).take(back), self.records.tombstones)
+        key, value = _in_order(order, parts)
+        yield from change_record_batches(events, topics, key, value, self.records.tombstones)
+
+
+def _in_order(order: list[Any], parts: list[list[pa.Array]]) -> list[pa.Array]:
+    """Columns a run of changes was formatted into table by table (``parts``: each table's columns; ``order``:
+    the positions of its changes in the run, a numpy array per table), put back in the run's order. One table's
+    are already in order, and are returned as they are (no copy)."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
+    return [pa.concat_arrays(list(column)).take(back) for column in zip(*parts, strict=True)]
 
 
 class _TransactionColumns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +108,10 @@ class ChangeColumns:
     lsns: pa.Array
     serials: pa.Array  # int32
     source_ts_ms: pa.Array
+
+    def columns(self) -> list[pa.Array]:
+        """The fields in their order (``ChangeColumns(*columns)`` makes them again)."""
+        return [getattr(self, field.name) for field in fields(self)]
 
 
 def change_record_batches(events: Sequence[ChangeEvent], topics: Sequence[str], keys: pa.Array, values: pa.Array,
