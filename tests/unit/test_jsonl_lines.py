@@ -3,6 +3,7 @@ a time in Python (``record_line``): the same bytes for any record, and each topi
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -93,10 +94,12 @@ def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: A
     expected = {topic: "".join(record_line(row) + "\n" for row in rows if row["topic"] == topic).encode()
                 for topic in ("shop.public.t0", "shop.public.t1")}
     handed: list[tuple[int, int, int]] = []
+    ranges: dict[int, list[tuple[int, int]]] = {}
     real = os.posix_fadvise
 
     def fadvise(fd: int, offset: int, length: int, advice: int) -> None:
         handed.append((fd, length, advice))
+        ranges.setdefault(fd, []).append((offset, offset + length))
         real(fd, offset, length, advice)
 
     monkeypatch.setattr(jsonl, "WRITE_BEHIND_BYTES", 4096)
@@ -105,6 +108,9 @@ def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: A
     # each file (about 64 KB) was handed to the disk as it grew, not only synced at the end
     assert len(handed) >= 2 * 10 and {advice for _, _, advice in handed} == {os.POSIX_FADV_DONTNEED}
     assert len({fd for fd, _, _ in handed}) == 2
+    for advised in ranges.values():  # each time the new pages and those handed the time before, not the whole file
+        ends = [0, 0] + [end for _, end in advised]
+        assert [start for start, _ in advised] == ends[:-2] and all(a < b for a, b in itertools.pairwise(ends[1:]))
 
     def refused(fd: int, offset: int, length: int, advice: int) -> None:
         raise OSError(22, "Invalid argument")

@@ -146,6 +146,7 @@ class TopicFiles:
         self.counts: Counter[str] = Counter()
         self._written: Counter[str] = Counter()  # bytes per topic's file
         self._handed: Counter[str] = Counter()  # of which handed to the disk
+        self._handed_before: Counter[str] = Counter()  # of which handed before the last time
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Append a batch of records (``rows.EVENT_SCHEMA``, no control rows), each to its topic's file."""
@@ -171,10 +172,12 @@ class TopicFiles:
         if not hasattr(os, "posix_fadvise"):
             return
         handle.flush()
-        # From the start: the pages handed before are clean by now, and leave the page cache. Advice only: a file
-        # system that refuses it (some network or FUSE mounts) is written as before, synced by ``commit``.
+        # With the pages handed the last time: clean by now, they leave the page cache. Advice only: a file system
+        # that refuses it (some network or FUSE mounts) is written as before, synced by ``commit``.
+        start = self._handed_before[topic]
         with contextlib.suppress(OSError):
-            os.posix_fadvise(handle.fileno(), 0, self._written[topic], os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(handle.fileno(), start, self._written[topic] - start, os.POSIX_FADV_DONTNEED)
+        self._handed_before[topic] = self._handed[topic]
         self._handed[topic] = self._written[topic]
 
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> Counter[str]:
