@@ -151,6 +151,8 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         self._conns: dict[str, Any] = {}
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
         self._last_heartbeat = time.monotonic()
+        # the signal table's capture instance per database, as read to plan the batch that ends at the offset
+        self._planned_signals: tuple[str, dict[str, CaptureInstance | None]] | None = None
 
     def _cursor(self, database: str) -> Any:
         if database not in self._conns:
@@ -220,9 +222,10 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         ``next_offset`` read them for this batch."""
         chunk_rows = int(self.options.get("incremental.snapshot.chunk.size", "1024"))
         progresses = start.get(INCREMENTAL_KEY) or {}
+        signals: dict[str, CaptureInstance | None] = {}
         for database in self.databases:
             progress = Progress.from_offset({INCREMENTAL_KEY: progresses.get(database)})
-            signal = signal_instance(self._cursor(database), database, self.options)
+            signal = signals[database] = signal_instance(self._cursor(database), database, self.options)
             if not progress.active and (signal is None or latest.get(database, 0) <= begin.get(database, 0)):
                 continue
             cursor = self._cursor(database)
@@ -241,6 +244,15 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 end.setdefault(INCREMENTAL_KEY, {})[database] = document
             if chunks:
                 end.setdefault(WINDOW_KEY, {})[database] = chunks
+        self._planned_signals = (json.dumps(end, sort_keys=True), signals)
+
+    def _signal(self, cursor: Any, database: str, end: dict[str, Any]) -> CaptureInstance | None:
+        """The signal table's capture instance in ``database`` for the batch that ends at ``end``: as read to plan
+        it, or (a batch replayed after a restart) read now."""
+        if self._planned_signals is not None and self._planned_signals[0] == json.dumps(end, sort_keys=True) \
+                and database in self._planned_signals[1]:
+            return self._planned_signals[1][database]
+        return signal_instance(cursor, database, self.options)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         self.planned(end)
@@ -256,7 +268,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             cursor = self._cursor(database)
             known = json.loads(self.options.get(KNOWN_INSTANCES_OPTION, "{}"))
             previously = [table.split(".", 1)[1] for table in known.values() if table.startswith(f"{database}.")]
-            signal = signal_instance(cursor, database, self.options)
+            signal = self._signal(cursor, database, end)
             instances = listed[database] = tuple(
                 i for i in capture_instances(cursor, database, self.options, previously)
                 if signal is None or i.capture_instance != signal.capture_instance)
