@@ -60,43 +60,47 @@ def _connector_file(postgres: Any, database: str, folder: Path, slot: str, **ove
     return path
 
 
+class _Driver:
+    """A spark-submit driver whose output is read as it comes: a driver whose pipe nobody reads stops at its next
+    log line once the pipe is full (while the test watches the stream, say)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self._lines: list[str] = []
+        stdout = process.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(target=lambda: self._lines.extend(iter(stdout.readline, "")), daemon=True)
+        self._reader.start()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.poll()
+
+    def output(self, timeout_s: float = 300) -> str:
+        """The driver's whole output, once it has ended (killed after ``timeout_s``)."""
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(30)
+        return "".join(self._lines)
+
+
 def _submit(cluster: StandaloneCluster, postgres: Any, job: str, connector: Path, *, ui_port: int | None = None,
-            kafka: bool = False) -> subprocess.Popen[str]:
+            kafka: bool = False) -> _Driver:
     conf = {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)} if ui_port else {}
     command = cluster.spark_submit(ROOT / "jobs" / f"{job}.py", str(connector), conf=conf,
                                    jars=spark_kafka_jars() if kafka else ())
     env = {**os.environ, PASSWORD_VARIABLE: postgres.password, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               cwd=str(connector.parent))
-    # The driver's output is read as it comes: a driver whose pipe nobody reads stops at its next log line once the
-    # pipe is full (while the test watches the stream, say).
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")),  # type: ignore[union-attr]
-                              daemon=True)
-    reader.start()
-    _OUTPUT[process.pid] = (lines, reader)
-    return process
+    return _Driver(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    cwd=str(connector.parent)))
 
 
-_OUTPUT: dict[int, tuple[list[str], threading.Thread]] = {}
-
-
-def _output(process: subprocess.Popen[str], timeout_s: float = 300) -> str:
-    """The process's whole output, once it has ended (killed after ``timeout_s``)."""
-    try:
-        process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    lines, reader = _OUTPUT.pop(process.pid)
-    reader.join(30)
-    return "".join(lines)
-
-
-def _finish(cluster: StandaloneCluster, process: subprocess.Popen[str], timeout_s: float = 300) -> str:
-    output = _output(process, timeout_s)
-    assert process.returncode == 0, f"{output[-6000:]}\n{cluster.executor_logs()[-6000:]}"
+def _finish(cluster: StandaloneCluster, driver: _Driver, timeout_s: float = 300) -> str:
+    output = driver.output(timeout_s)
+    assert driver.returncode == 0, f"{output[-6000:]}\n{cluster.executor_logs()[-6000:]}"
     return output
 
 
@@ -113,7 +117,7 @@ def _launched_ms_ago(task: dict[str, Any]) -> float:
 LONG_TASK_MS = 300
 
 
-def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: subprocess.Popen[str], ui_port: int,
+def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, driver: _Driver, ui_port: int,
                                         output: Path, timeout_s: float = 240) -> tuple[str, str]:
     """Once a stream batch has been written, kill the executor of a task of a later batch that has run for
     ``LONG_TASK_MS`` (the large transaction's: the batches of 1,500 changes end sooner, and killing their
@@ -125,7 +129,7 @@ def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: sub
     the lost connection, Spark logs the task's ExecutorLostFailure only as "its executor exited for a reason
     unrelated to the task". The task's own record in the REST API names the failure either way."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
+    while time.monotonic() < deadline and driver.returncode is None:
         if any(output.glob("*/stream-*.jsonl")):
             try:
                 application = _get(ui_port, "")[0]["id"]
@@ -149,7 +153,7 @@ def _kill_an_executor_while_a_task_runs(cluster: StandaloneCluster, process: sub
                 pass
         time.sleep(0.02)
     files = sorted(p.name for p in output.glob("*/stream-*.jsonl"))
-    log = _output(process, 0)[-5000:]  # killed if still running
+    log = driver.output(0)[-5000:]  # killed if still running
     raise AssertionError(f"no stream task was lost with a killed executor; written: {files}\n{log}")
 
 
@@ -260,9 +264,9 @@ def test_a_node_local_path_with_executors_on_other_machines_is_refused_at_start(
         postgres: Any, cluster: StandaloneCluster, database: str, workdir: Path) -> None:
     create_inventory(postgres.dsn(database))
     connector = _connector_file(postgres, database, workdir, f"r_{database}")
-    process = _submit(cluster, postgres, "snapshot", connector)
-    output = _output(process)
-    assert process.returncode == 2, output[-4000:]
+    driver = _submit(cluster, postgres, "snapshot", connector)
+    output = driver.output()
+    assert driver.returncode == 2, output[-4000:]
     assert "cdckit.checkpoint.location=" in output and "cdckit.output.path=" in output
     assert "Spark runs executors on other machines (master spark://127.0.0.1" in output
     assert "cdckit.local.paths.shared=true" in output and "Traceback" not in output
