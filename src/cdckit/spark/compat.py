@@ -31,9 +31,9 @@ from cdckit import versions
 from cdckit.errors import CdcKitError
 from cdckit.state import StateStore
 
-__all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "STREAM_CHECKPOINT", "ReadAllAvailable", "ReadLimit", "ReadMaxRows",
-           "SelfBoundedReader", "SupportsTriggerAvailableNow", "check_spark", "committed_offset", "last_end_offset",
-           "read_limit_rows"]
+__all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT", "ReadAllAvailable",
+           "ReadLimit", "ReadMaxRows", "SelfBoundedReader", "SupportsTriggerAvailableNow", "check_spark",
+           "committed_batch", "committed_offset", "last_end_offset", "read_limit_rows"]
 
 try:  # Spark 4.2+
     from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
@@ -81,6 +81,12 @@ def check_spark() -> str:
             f"has no Python data source API); elsewhere install a supported PySpark (pip install "
             f"'cdckit[spark]') or run on a supported Spark")
     return version
+
+
+def committed_batch(options: Mapping[str, str]) -> int:
+    """The id of the last batch committed in the change stream's checkpoint (its commit log), or -1."""
+    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+    return max((int(name) for name in store.names(f"{STREAM_CHECKPOINT}/commits") if name.isdigit()), default=-1)
 
 
 def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
@@ -164,9 +170,11 @@ class SelfBoundedReader:
         self._planned_end = start
 
     def planned(self, end: dict[str, Any]) -> None:
-        """Spark plans (or replays) the batch that ends at ``end``: the next one starts there."""
+        """Spark plans (or replays) the batch that ends at ``end``: the next one starts there. Spark 4.0 also plans
+        the checkpoint's last committed batch again when a query starts, which runs nothing: not counted."""
         self._planned_end = end
-        self._count(end)
+        if dict(end) != committed_offset(self.options):
+            self._count(end)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         if start is None:  # Spark before 4.2
