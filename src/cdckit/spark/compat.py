@@ -150,8 +150,11 @@ class SelfBoundedReader:
     def _enough(self) -> bool:
         """``cdckit.stream.max.batches`` batches ran in this query run: plan no more, so none starts (and commits)
         while the driver stops the query after the last one it counts."""
-        limit = int(self.options.get(MAX_BATCHES_OPTION) or 0)
+        limit = self._limit()
         return bool(limit) and len(self._run_ends or ()) >= limit
+
+    def _limit(self) -> int:
+        return int(self.options.get(MAX_BATCHES_OPTION) or 0)
 
     def initialOffset(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -173,7 +176,7 @@ class SelfBoundedReader:
         """Spark plans (or replays) the batch that ends at ``end``: the next one starts there. Spark 4.0 also plans
         the checkpoint's last committed batch again when a query starts, which runs nothing: not counted."""
         self._planned_end = end
-        if dict(end) != committed_offset(self.options):
+        if self._limit() and dict(end) != committed_offset(self.options):
             self._count(end)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
