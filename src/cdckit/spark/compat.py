@@ -95,11 +95,10 @@ def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
     Spark's offset log (``offsets/<batch>``) holds a version line, the batch's metadata and then one line per
     source with the offset as the source wrote it; the commit log (``commits/<batch>``) marks the batch done.
     """
-    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
-    committed = [int(name) for name in store.names(f"{STREAM_CHECKPOINT}/commits") if name.isdigit()]
-    if not committed:
+    batch = committed_batch(options)
+    if batch < 0:
         return None
-    batch = max(committed)
+    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
     text = store.read_text(f"{STREAM_CHECKPOINT}/offsets/{batch}")
     lines = (text or "").splitlines()
     if len(lines) < 3 or not lines[0].startswith("v"):
