@@ -246,13 +246,12 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                 end.setdefault(WINDOW_KEY, {})[database] = chunks
         self._planned_signals = (json.dumps(end, sort_keys=True), signals)
 
-    def _signal(self, cursor: Any, database: str, end: dict[str, Any]) -> CaptureInstance | None:
-        """The signal table's capture instance in ``database`` for the batch that ends at ``end``: as read to plan
-        it, or (a batch replayed after a restart) read now."""
-        if self._planned_signals is not None and self._planned_signals[0] == json.dumps(end, sort_keys=True) \
-                and database in self._planned_signals[1]:
-            return self._planned_signals[1][database]
-        return signal_instance(cursor, database, self.options)
+    def _signals_for(self, end: dict[str, Any]) -> dict[str, CaptureInstance | None]:
+        """The signal table's capture instance per database, as read to plan the batch that ends at ``end``; empty
+        for a batch replayed after a restart (read again then)."""
+        if self._planned_signals is not None and self._planned_signals[0] == json.dumps(end, sort_keys=True):
+            return self._planned_signals[1]
+        return {}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         self.planned(end)
@@ -262,13 +261,15 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         watermarks = json.dumps(read_incremental_watermarks(self.options))
         partitions: list[InputPartition] = []
         listed: dict[str, tuple[CaptureInstance, ...]] = {}  # each database's capture instances, once per batch
+        planned_signals = self._signals_for(end)
         for database in self.databases:
             if finish.get(database, 0) <= begin.get(database, 0):
                 continue
             cursor = self._cursor(database)
             known = json.loads(self.options.get(KNOWN_INSTANCES_OPTION, "{}"))
             previously = [table.split(".", 1)[1] for table in known.values() if table.startswith(f"{database}.")]
-            signal = self._signal(cursor, database, end)
+            signal = planned_signals[database] if database in planned_signals else signal_instance(
+                cursor, database, self.options)
             instances = listed[database] = tuple(
                 i for i in capture_instances(cursor, database, self.options, previously)
                 if signal is None or i.capture_instance != signal.capture_instance)
