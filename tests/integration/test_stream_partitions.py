@@ -16,7 +16,7 @@ from helpers import execute, fetch, make_config, payload, records, replay
 from cdckit.config import Config
 from cdckit.dialect.postgres.changes import peek_bound, pending_changes
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import advance_slot
 from cdckit.errors import CdcKitError
 from cdckit.pipeline import run_snapshot, run_stream
@@ -159,6 +159,68 @@ def test_pending_changes_cut_at_transaction_ends_into_parts_of_about_equal_chang
         assert pending_changes(conn, options, start, 8, None, parts=1).splits == ()
         big = pending_changes(conn, options, commits[7], 8, None, parts=4, min_events_per_part=1)
         assert (big.end_lsn, big.events, big.splits) == (commits[8], 40, ())  # one transaction is never cut
+        # one peek plans the batches after the first too, cut as a peek from their own start would cut them;
+        # the last (the 40-row transaction) ends the peek, so it is left to a later one (more may follow it)
+        chained = pending_changes(conn, options, start, 2, None, parts=2, min_events_per_part=1, ahead=10)
+        assert (chained.end_lsn, chained.splits) == (commits[1], (commits[0],))
+        assert chained.following == ((commits[3], (commits[2],)), (commits[5], (commits[4],)),
+                                     (commits[7], (commits[6],)))
+        for low, (high, cuts) in zip((commits[1], commits[3], commits[5]), chained.following, strict=True):
+            alone = pending_changes(conn, options, low, 2, None, parts=2, min_events_per_part=1)
+            assert (alone.end_lsn, alone.splits) == (high, cuts)
+        assert pending_changes(conn, options, start, 2, None, ahead=1).following == ((commits[3], ()),)
+        assert pending_changes(conn, options, start, 8, None).following == ()
+
+
+
+def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_peeks_would(
+        postgres: Any, spark: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a backlog lasts, latestOffset peeks once for three batches; each batch ends, and is cut, where a peek
+    from its own start would end and cut it, and the batch that reaches the backlog's end comes from a peek."""
+    from cdckit.spark import postgres_stream
+    from cdckit.spark.compat import ReadMaxRows
+
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, "ahead", 2)
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *(f"INSERT INTO public.moves SELECT g, g FROM generate_series({i * 10}, {i * 10 + 2}) g"
+                   for i in range(1, 15)))  # 14 transactions of 3 rows
+    options = config.as_properties(include_secrets=True)
+    peeks = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        peeks.append(args[2])
+        return pending_changes(*args, **kwargs)
+
+    slot = options["slot.name"]
+    first = {"lsn": fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                               f"WHERE slot_name = '{slot}'")[0][0]}
+    expected, low = [], parse_lsn(first["lsn"])
+    with closing(connect(options)) as conn:  # each batch from a peek of its own (the slot still at the first start)
+        while (alone := pending_changes(conn, options, low, 9, None, parts=2, min_events_per_part=1)).end_lsn:
+            assert alone.end_lsn is not None
+            expected.append({"lsn": format_lsn(alone.end_lsn), "splits": [format_lsn(cut) for cut in alone.splits]})
+            low = alone.end_lsn
+    assert len(expected) == 5  # 42 changes in batches of 3 transactions (9 changes), the last of 2
+
+    monkeypatch.setattr(postgres_stream, "pending_changes", counting)
+    reader = postgres_stream.PostgresChangeStreamReader(options)
+    start = reader.initialOffset()
+    assert start == first
+    ends = []
+    for _ in range(6):
+        end = reader.latestOffset(start, ReadMaxRows(9))
+        if end == start:
+            break
+        ends.append(end)
+        reader.commit(end)
+        start = end
+    reader.stop()
+    assert ends == expected
+    # the first peek planned 3 batches; the fourth batch's peek planned it alone, as the fifth ends the backlog
+    # (more may be committed after it by then), and the fifth's peek found it; the last found nothing
+    assert peeks == [parse_lsn(offset["lsn"]) for offset in (first, *ends[2:])]
 
 
 def test_the_counting_peek_is_bounded_by_the_workloads_own_messages_per_change(

@@ -15,6 +15,9 @@ changes (each at least ``cdckit.stream.partition.min.events``), read by as many 
 part of the end offset (``{"lsn": ..., "splits": [...]}``), so a batch replayed after a failure is cut the
 same way. Every partition yields its events in position order and the partitions follow each other in LSN
 order: a sink may write them partition by partition without a shuffle.
+
+While a backlog lasts, one counting peek plans the next batches too (``PLANNED_AHEAD``): each later
+``latestOffset`` from a planned batch's start takes that batch as planned, without a peek of its own.
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ T = TypeVar("T")
 log = logging.getLogger("cdckit")
 
 RECONNECT_SECONDS = 60.0
+# Batches a counting peek plans beyond the one asked for, while they hold at most PLANNED_CHANGES changes in all
+# (the server keeps the peek's messages while it counts them: a larger batch size plans fewer ahead).
+PLANNED_AHEAD = 2
+PLANNED_CHANGES = 200_000
 # The server is away for now (restarting, failing over): worth waiting for. A refused login is not.
 _TRANSIENT = re.compile(r"starting up|shutting down|Connection refused|could not connect|closed the connection|"
                         r"terminating connection|timeout expired|recovery mode", re.IGNORECASE)
@@ -103,6 +110,16 @@ def connect_retrying(options: dict[str, str], seconds: float = RECONNECT_SECONDS
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def _by_start(pending: PendingChanges) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """The batches a counting peek planned after the one asked for, by their start (the batch's end before)."""
+    planned, low = {}, pending.end_lsn
+    for end, splits in pending.following:
+        assert low is not None
+        planned[low] = (end, splits)
+        low = end
+    return planned
 
 
 class LsnRange(InputPartition):
@@ -155,6 +172,10 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self.min_events_per_part = int(options.get("cdckit.stream.partition.min.events", "5000"))
         # messages per change the last counting peek saw: it bounds the next one (changes.peek_bound)
         self._messages_per_change: float | None = None
+        # the batches the last counting peek planned ahead, by their start: (end, splits), for the read limit and
+        # the available-now target they were planned with
+        self._ahead: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self._ahead_for: tuple[int, int | None] | None = None
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
@@ -202,14 +223,13 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         advance_slot(conn, self.slot_name, start_lsn, self.publication)
         self._close_window()
         max_events = read_limit_rows(limit, self.max_batch_size)
-        pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
-                                  self.parts, self.min_events_per_part,
-                                  peek_bound(max_events, self._messages_per_change))
-        self._messages_per_change = pending.messages_per_change() or self._messages_per_change
         progress = Progress.from_offset(start)
-        end_lsn, splits, window = pending.end_lsn, pending.splits, None
-        if progress.runnable and pending.caught_up:
-            end_lsn, splits, window, progress = self._open_window(conn, start_lsn, progress, pending, max_events)
+        planned = self._ahead.get(start_lsn) if self._ahead_for == (max_events, self._available_now_target) else None
+        end_lsn: int | None
+        if planned is not None:  # more changes follow it: not caught up, so no incremental snapshot window
+            end_lsn, splits, window = *planned, None
+        else:
+            end_lsn, splits, window, progress = self._counted(conn, start_lsn, max_events, progress)
         if end_lsn is None:
             if (self.heartbeat_ms > 0 and self._available_now_target is None
                     and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
@@ -232,6 +252,21 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         if window is not None:
             end["window"] = window
         return end
+
+    def _counted(self, conn: Connection, start_lsn: int, max_events: int, progress: Progress
+                 ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, Progress]:
+        """Plan the batch after ``start_lsn`` by a counting peek, which plans the next ones too while they hold
+        ``PLANNED_CHANGES`` in all; open an incremental snapshot window when it is caught up. Returns the batch's
+        end, its cuts, the window and the progress after it."""
+        ahead = max(0, min(PLANNED_AHEAD, PLANNED_CHANGES // max(1, max_events) - 1))
+        pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
+                                  self.parts, self.min_events_per_part,
+                                  peek_bound(max_events * (1 + ahead), self._messages_per_change), ahead)
+        self._messages_per_change = pending.messages_per_change() or self._messages_per_change
+        self._ahead, self._ahead_for = _by_start(pending), (max_events, self._available_now_target)
+        if progress.runnable and pending.caught_up:
+            return self._open_window(conn, start_lsn, progress, pending, max_events)
+        return pending.end_lsn, pending.splits, None, progress
 
     def _signal_table(self, conn: Connection) -> int | None:
         if not self._signal_checked:

@@ -56,6 +56,9 @@ class PendingChanges:
     messages: int = 0  # messages the counting peek decoded (transactions are whole: it may pass its bound)
     changes: int = 0  # row changes among them
     caught_up: bool = False  # the batch takes every transaction committed so far (the peek ran to the slot's end)
+    # The batches after this one that the same peek planned (``ahead``), each as (end, splits): only those with more
+    # changes after them in the peek, so that a peek from their start would cut them the same.
+    following: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def messages_per_change(self) -> float | None:
         """How many messages the peek decoded per row change (1 and a little for large transactions, 3 for
@@ -74,9 +77,11 @@ def peek_bound(max_events: int, messages_per_change: float | None) -> int:
 
 # Positions are numbers here (lsn - '0/0'): pg_lsn has max() and min() only from PostgreSQL 13 on. The messages are
 # counted per transaction (each message carries its transaction's xid; the Commit message's position is the
-# transaction's), so no sort of the messages is needed, only one of the transactions.
+# transaction's), so no sort of the messages is needed, only one of the transactions. ``plan`` chains the batches:
+# each takes the most whole transactions after the one before that hold at most ``limit`` changes (a larger one
+# alone); the first is the batch asked for, the next ``ahead`` are planned from the same peek.
 _PENDING_SQL = """
-WITH tx AS (
+WITH RECURSIVE tx AS (
     SELECT max(CASE WHEN get_byte(c.data, 0) = 67 THEN c.lsn - '0/0'::pg_lsn END) AS lsn,
            count(*) FILTER (WHERE get_byte(c.data, 0) = ANY(%(change_kinds)s)) AS changes, count(*) AS messages
     FROM pg_logical_slot_peek_binary_changes(%(slot)s, %(upto)s::pg_lsn, %(nchanges)s, VARIADIC %(opts)s)
@@ -87,27 +92,41 @@ WITH tx AS (
 ), pending AS (
     SELECT lsn, seen - coalesce((SELECT max(seen) FROM commits WHERE lsn <= %(start)s), 0) AS events
     FROM commits WHERE lsn > %(start)s
-), chosen AS (
-    SELECT coalesce(max(lsn) FILTER (WHERE events <= %(limit)s), min(lsn)) AS end_lsn,
-           count(*) AS transactions,
-           coalesce(max(events) FILTER (WHERE events <= %(limit)s), min(events)) AS events
-    FROM pending
+), plan(n, low, low_events, high, high_events) AS (
+    SELECT 0, NULL::numeric, NULL::int8, %(start)s::numeric, 0::int8
+    UNION ALL
+    SELECT p.n + 1, p.high, p.high_events, step.lsn, step.events
+    FROM plan p CROSS JOIN LATERAL (
+        SELECT coalesce(max(q.lsn) FILTER (WHERE q.events - p.high_events <= %(limit)s), min(q.lsn)) AS lsn,
+               coalesce(max(q.events) FILTER (WHERE q.events - p.high_events <= %(limit)s), min(q.events)) AS events
+        FROM pending q WHERE q.lsn > p.high) AS step
+    WHERE p.n <= %(ahead)s AND step.lsn IS NOT NULL
+), batches AS (
+    SELECT b.n, b.high, b.high_events - b.low_events AS events,
+           array_to_string(ARRAY(SELECT cut::text FROM (
+                     SELECT DISTINCT (SELECT max(q.lsn) FROM pending q
+                                      WHERE q.lsn > b.low AND q.lsn < b.high
+                                        AND (q.events - b.low_events) * parts.n <= k * (b.high_events - b.low_events))
+                                     AS cut
+                     FROM generate_series(1, parts.n - 1) AS k) AS cuts
+                 WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ',') AS splits,
+           EXISTS (SELECT 1 FROM pending q WHERE q.lsn > b.high) AS followed
+    FROM plan b CROSS JOIN LATERAL (
+        SELECT greatest(1, least(%(parts)s, (b.high_events - b.low_events) / %(min_events)s))::int AS n) AS parts
+    WHERE b.n > 0
 )
-SELECT c.end_lsn::text, c.transactions, c.events, (SELECT count(*) FROM pending p WHERE p.lsn > c.end_lsn),
-       array_to_string(ARRAY(SELECT cut::text FROM (
-                 SELECT DISTINCT (SELECT max(p.lsn) FROM pending p
-                                  WHERE p.lsn < c.end_lsn AND p.events * parts.n <= k * c.events) AS cut
-                 FROM generate_series(1, parts.n - 1) AS k) AS cuts
-             WHERE cuts.cut IS NOT NULL ORDER BY cuts.cut), ','),
-       (SELECT sum(messages) FROM tx), (SELECT sum(changes) FROM tx)
-FROM chosen c CROSS JOIN LATERAL (
-    SELECT greatest(1, least(%(parts)s, c.events / %(min_events)s))::int AS n) AS parts
+SELECT b1.high::text, (SELECT count(*) FROM pending), b1.events,
+       (SELECT count(*) FROM pending p WHERE p.lsn > b1.high), b1.splits,
+       (SELECT sum(messages) FROM tx), (SELECT sum(changes) FROM tx),
+       (SELECT string_agg(b.high::text || '/' || b.splits, ';' ORDER BY b.n) FROM batches b
+        WHERE b.n > 1 AND b.followed)
+FROM (SELECT 1) AS one LEFT JOIN batches b1 ON b1.n = 1
 """
 
 
 def pending_changes(conn: Connection, options: Mapping[str, str], start: int, max_events: int,
                     upto: int | None, parts: int = 1, min_events_per_part: int = 1,
-                    bound: int | None = None) -> PendingChanges:
+                    bound: int | None = None, ahead: int = 0) -> PendingChanges:
     """Find the largest batch of whole transactions after ``start`` holding at most ``max_events`` changes.
 
     A single transaction larger than ``max_events`` is admitted alone (transactions are never split).
@@ -117,6 +136,9 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
     change), at the end of the transaction that reaches it. A peek starts at the slot's position: when the bound
     runs out before ``start``, the peek runs again with a bound four times larger, until it finds the changes
     after ``start`` or the slot's end. A ``bound`` of 0 decodes everything up to ``upto`` (or the slot's end).
+
+    With ``ahead``, the same peek also plans up to that many batches after this one (``following``): committed WAL
+    does not change, so the next batches need no peek of their own while the backlog lasts.
     """
     nchanges: int | None = bound if bound is not None else peek_bound(max_events, None)
     if nchanges is not None and nchanges <= 0:
@@ -133,11 +155,12 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
                 "limit": max_events,
                 "parts": max(1, parts),
                 "min_events": max(1, min_events_per_part),
+                "ahead": max(0, ahead),
             })
             row = cur.fetchone()
         conn.commit()
         assert row is not None
-        end_text, transactions, events, later, splits, messages, changes = row
+        end_text, transactions, events, later, splits, messages, changes, following = row
         ran_out = nchanges is not None and int(messages or 0) >= nchanges
         if end_text or not ran_out:
             break
@@ -145,8 +168,14 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
         assert nchanges is not None
         nchanges *= 4
     return PendingChanges(int(end_text) if end_text else None, int(transactions), int(events or 0),
-                          tuple(int(cut) for cut in str(splits or "").split(",") if cut), int(messages or 0),
-                          int(changes or 0), caught_up=not ran_out and not int(later or 0))
+                          _cuts(splits), int(messages or 0), int(changes or 0),
+                          caught_up=not ran_out and not int(later or 0),
+                          following=tuple((int(end), _cuts(cuts)) for end, _, cuts in
+                                          (batch.partition("/") for batch in str(following or "").split(";") if batch)))
+
+
+def _cuts(text: str | None) -> tuple[int, ...]:
+    return tuple(int(cut) for cut in str(text or "").split(",") if cut)
 
 
 _WAL_POSITIONS = {"flush": "SELECT pg_current_wal_flush_lsn()::text",
