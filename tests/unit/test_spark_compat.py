@@ -62,15 +62,12 @@ class _Reader(compat.SelfBoundedReader):
     """Batches of up to 2 positions out of 7, as a change reader bounds them."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
+        super().__init__(options, 2)
         self.target: int | None = None
 
     def initialOffset(self) -> dict[str, int]:
         self.started({"pos": 0})
         return {"pos": 0}
-
-    def getDefaultReadLimit(self) -> compat.ReadLimit:
-        return compat.ReadMaxRows(2)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = 5

@@ -129,28 +129,27 @@ def planned_batch(options: Mapping[str, str], end: Mapping[str, Any]) -> int:
 class SelfBoundedReader:
     """A change source's stream reader that serves Spark 4.2+ and Spark 4.0/4.1 alike.
 
-    Subclasses set ``options`` and ``max_batch_size``, implement ``next_offset(start, limit)`` (the end of the next
-    batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
+    Subclasses call ``__init__`` with their options and ``max.batch.size``, implement ``next_offset(start, limit)``
+    (the end of the next batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
     ``prepareForTriggerAvailableNow``, call :meth:`started` with the initial offset, and :meth:`planned` with the end
     offset in ``partitions``.
     """
 
-    options: dict[str, str]
-    max_batch_size: int
-    _planned_end: dict[str, Any] | None = None
-    _catching_up = False
-    _run_ends: set[str] | None = None  # the end offsets of the batches this run planned or replayed
+    def __init__(self, options: dict[str, str], max_batch_size: int) -> None:
+        self.options = options
+        self.max_batch_size = max_batch_size
+        self._planned_end: dict[str, Any] | None = None  # where the next batch starts (Spark before 4.2)
+        self._catching_up = False
+        self._run_ends: set[str] = set()  # the end offsets of the batches this run planned or replayed
 
     def _count(self, end: Mapping[str, Any]) -> None:
-        if self._run_ends is None:
-            self._run_ends = set()
         self._run_ends.add(json.dumps(dict(end), sort_keys=True))
 
     def _enough(self) -> bool:
         """``cdckit.stream.max.batches`` batches ran in this query run: plan no more, so none starts (and commits)
         while the driver stops the query after the last one it counts."""
         limit = self._limit()
-        return bool(limit) and len(self._run_ends or ()) >= limit
+        return bool(limit) and len(self._run_ends) >= limit
 
     def _limit(self) -> int:
         return int(self.options.get(MAX_BATCHES_OPTION) or 0)

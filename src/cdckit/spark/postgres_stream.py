@@ -163,10 +163,9 @@ class PostgresChangeDataSource(DataSource):
 
 class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
+        super().__init__(options, int(options.get("max.batch.size", "2048")))
         self.slot_name = options.get("slot.name", "debezium")
         self.publication = options.get("publication.name", "dbz_publication")
-        self.max_batch_size = int(options.get("max.batch.size", "2048"))
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
         self.parts = max(1, int(options.get("cdckit.stream.partitions", "0") or "0"))
         self.min_events_per_part = int(options.get("cdckit.stream.partition.min.events", "5000"))

@@ -143,9 +143,8 @@ class SqlServerChangeDataSource(DataSource):
 
 class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
+        super().__init__(options, int(options.get("max.batch.size", "2048")))
         self.databases = [d.strip() for d in options["database.names"].split(",") if d.strip()]
-        self.max_batch_size = int(options.get("max.batch.size", "2048"))
         self.max_transactions = int(options.get("max.iteration.transactions", "0"))
         self._target: dict[str, int] | None = None
         self._conns: dict[str, Any] = {}
