@@ -126,19 +126,15 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         listener.watch(str(query.id))
     caught_up = threading.Event()
 
-    def committed(batch_id: int) -> bool:
-        # Spark's progress, else its commit log (the batch's progress may be reported after its commit)
-        return progress_batch(query) >= batch_id or compat.committed_batch(options) >= batch_id
-
     if catch_up:
         threading.Thread(target=_until_caught_up, args=(query, caught_up), daemon=True,
                          name="cdckit-catch-up").start()
     try:
         with from_spark("the stream stopped"):
             while query.isActive:
-                if caught_up.is_set() or (enough.wait(0.05) and committed(last_batch_id[0])):
-                    # Stop once the last counted batch is committed. The source plans no batch beyond it
-                    # (compat.MAX_BATCHES_OPTION), so none can start, and commit, meanwhile.
+                if caught_up.is_set() or (enough.wait(0.05) and progress_batch(query) >= last_batch_id[0]):
+                    # Stop once the last counted batch is committed (Spark reports its progress after its commit).
+                    # The source plans no batch beyond it (compat.MAX_BATCHES_OPTION), so none can start meanwhile.
                     query.stop()
             query.awaitTermination()
     except KeyboardInterrupt:
