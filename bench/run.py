@@ -485,9 +485,11 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     batches as the stream plans them (each batch one range); the Spark stages sum the micro-batches' own times
     (``triggerExecution``: planning, reading, writing, both logs), which leaves out the query's start."""
     from cdckit.dialect.postgres import pgoutput
-    from cdckit.dialect.postgres.changes import peek_bound, peek_rows, pending_changes
+    from cdckit.dialect.postgres.changes import peek_rows
     from cdckit.dialect.postgres.connection import connect
-    from cdckit.dialect.postgres.replication import advance_slot, slot_status
+    from cdckit.dialect.postgres.lsn import parse_lsn
+    from cdckit.dialect.postgres.replication import slot_status
+    from cdckit.spark.compat import ReadMaxRows
     from cdckit.spark.options import to_spark_options
     from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
     from cdckit.spark.rows import arrow_batches
@@ -516,30 +518,27 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     reader = PostgresChangeStreamReader(options)
     planned = decoded = formatted = reference = 0.0
     batches = events = 0
-    ratio: float | None = None  # as the reader bounds its counting peek
     with closing(connect(options)) as conn:
         start = slot_status(conn, slot).confirmed_flush_lsn  # type: ignore[union-attr]
         while True:
-            began = time.perf_counter()
-            advance_slot(conn, slot, start)
-            pending = pending_changes(conn, options, start, batch, None, reader.parts, reader.min_events_per_part,
-                                      peek_bound(batch, ratio))
-            ratio = pending.messages_per_change() or ratio
+            began = time.perf_counter()  # the reader's own planning: it confirms start, and counts (or planned)
+            end = parse_lsn(reader.next_offset({"lsn": format_lsn(start)}, ReadMaxRows(batch))["lsn"])
             planned += time.perf_counter() - began
-            if pending.end_lsn is None:
+            if end == start:
                 break
             began = time.perf_counter()
-            for _lsn, data in peek_rows(conn, options, pending.end_lsn):
+            for _lsn, data in peek_rows(conn, options, end):
                 pgoutput.decode_message(data)
             decoded += time.perf_counter() - began
             began = time.perf_counter()
-            sum(b.num_rows for b in arrow_batches(reader.rows(LsnRange(start, pending.end_lsn))))
+            sum(b.num_rows for b in arrow_batches(reader.rows(LsnRange(start, end))))
             reference += time.perf_counter() - began
             began = time.perf_counter()
-            events += sum(b.num_rows for b in reader.read(LsnRange(start, pending.end_lsn)))
+            events += sum(b.num_rows for b in reader.read(LsnRange(start, end)))
             formatted += time.perf_counter() - began
             batches += 1
-            start = pending.end_lsn
+            start = end
+    reader.stop()
     stage("plan", "batches planned (latestOffset: the changes counted and cut), 1 process", events, planned)
     stage("decode", "+ pgoutput messages fetched and decoded, 1 process", events, planned + decoded)
     stage("format_reference", "+ events formatted a record at a time (the reference), 1 process", events,
