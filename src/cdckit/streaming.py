@@ -125,7 +125,6 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     if observer is not None:
         listener.watch(str(query.id))
     caught_up = threading.Event()
-
     if catch_up:
         threading.Thread(target=_until_caught_up, args=(query, caught_up), daemon=True,
                          name="cdckit-catch-up").start()

@@ -33,7 +33,7 @@ from cdckit.state import StateStore
 
 __all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT", "ReadAllAvailable",
            "ReadLimit", "ReadMaxRows", "SelfBoundedReader", "SupportsTriggerAvailableNow", "check_spark",
-           "committed_batch", "committed_offset", "last_end_offset", "read_limit_rows"]
+           "committed_offset", "last_end_offset", "read_limit_rows"]
 
 try:  # Spark 4.2+
     from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
@@ -83,22 +83,16 @@ def check_spark() -> str:
     return version
 
 
-def committed_batch(options: Mapping[str, str]) -> int:
-    """The id of the last batch committed in the change stream's checkpoint (its commit log), or -1."""
-    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
-    return max((int(name) for name in store.names(f"{STREAM_CHECKPOINT}/commits") if name.isdigit()), default=-1)
-
-
 def committed_offset(options: Mapping[str, str]) -> dict[str, Any] | None:
     """The end offset of the last batch committed in the change stream's checkpoint, or None when none is.
 
     Spark's offset log (``offsets/<batch>``) holds a version line, the batch's metadata and then one line per
     source with the offset as the source wrote it; the commit log (``commits/<batch>``) marks the batch done.
     """
-    batch = committed_batch(options)
+    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+    batch = max((int(name) for name in store.names(f"{STREAM_CHECKPOINT}/commits") if name.isdigit()), default=-1)
     if batch < 0:
         return None
-    store = StateStore(options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
     text = store.read_text(f"{STREAM_CHECKPOINT}/offsets/{batch}")
     lines = (text or "").splitlines()
     if len(lines) < 3 or not lines[0].startswith("v"):
