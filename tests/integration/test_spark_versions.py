@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from helpers import execute, fetch, make_config, replay
 from cdckit import versions
 from cdckit.pipeline import run_snapshot, run_stream
 from cdckit.spark import compat
+from cdckit.spark.progress import IDLE_INTERVAL, ProgressListener, listen
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.orders"
@@ -46,3 +48,42 @@ def test_available_now_reads_a_backlog_in_bounded_batches_of_whole_transactions_
     execute(dsn, "INSERT INTO public.orders VALUES (1000, 1)")
     again = run_stream(spark, config)
     assert again.events == 1, "a restart resumes after the last committed batch, repeating nothing"
+
+
+def test_the_jobs_listener_hears_each_batchs_progress_an_idle_trigger_and_the_end_in_one_call_each(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's metrics hear Spark's progress through their own light listener: PySpark's conversion of a whole
+    progress into Python objects (a call into the JVM per field) is never run."""
+    from pyspark.sql.streaming import listener as pyspark_listener
+
+    def refused(*_args: Any) -> Any:
+        raise AssertionError("PySpark's own conversion of the event ran")
+
+    for event in ("QueryProgressEvent", "QueryIdleEvent", "QueryTerminatedEvent"):
+        monkeypatch.setattr(getattr(pyspark_listener, event), "fromJObject", classmethod(refused))
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "1.txt").write_text("first\n")
+    progress: list[dict[str, Any]] = []
+    idle: list[float] = []
+    listener = ProgressListener(progress.append, lambda: idle.append(time.monotonic()))
+    remove = listen(spark, listener)
+    before = spark.conf.get(IDLE_INTERVAL, None)
+    spark.conf.set(IDLE_INTERVAL, "200")
+    try:
+        query = spark.readStream.text(str(source)).writeStream.format("noop") \
+            .trigger(processingTime="100 milliseconds").start()
+        listener.watch(str(query.id))
+        (source / "2.txt").write_text("second\n")  # a batch after the listener watches the query
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (progress and idle):
+            time.sleep(0.1)
+        query.stop()
+        assert listener.terminated.wait(30), "the listener heard the query end"
+    finally:
+        remove()
+        spark.conf.unset(IDLE_INTERVAL) if before is None else spark.conf.set(IDLE_INTERVAL, before)
+    assert progress, "the listener heard a batch's progress"
+    assert all(isinstance(p["batchId"], int) for p in progress)
+    assert progress[-1]["durationMs"].get("triggerExecution", 0) > 0
+    assert idle, "the listener heard a trigger that found nothing new"

@@ -4,9 +4,10 @@ as its tasks finish, through an accumulator."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import SparkSession
@@ -19,7 +20,12 @@ IDLE_INTERVAL = "spark.sql.streaming.noDataProgressEventInterval"
 
 class ProgressListener(StreamingQueryListener):
     """Calls ``on_progress`` with a committed batch's progress and ``on_idle`` when a trigger found no new data, for
-    the one query whose id ``watch`` is given (a session's listeners hear every query)."""
+    the one query whose id ``watch`` is given (a session's listeners hear every query).
+
+    Spark hands a Python listener each event as a JVM object. PySpark's own wrapper turns the whole progress into
+    Python objects first, a call into the JVM for each of its fields; this listener reads the progress as its JSON
+    text instead, in one call (``_LightListener``). The ``onQuery*`` methods still take PySpark's events, for a
+    PySpark that registers listeners some other way."""
 
     def __init__(self, on_progress: Callable[[dict[str, Any]], None], on_idle: Callable[[], None]) -> None:
         self.on_progress = on_progress
@@ -37,17 +43,66 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        if self.query_id is None or str(progress.id) != self.query_id:
-            return
-        self.on_progress({"batchId": progress.batchId, "durationMs": dict(progress.durationMs or {})})
+        self.progress(str(progress.id), progress.batchId, dict(progress.durationMs or {}))
+
+    def progress_json(self, text: str) -> None:
+        """A progress as Spark's JSON text (``StreamingQueryProgress.json``)."""
+        progress = json.loads(text)
+        self.progress(str(progress.get("id")), progress.get("batchId"), dict(progress.get("durationMs") or {}))
+
+    def progress(self, query_id: str, batch_id: int, duration_ms: dict[str, int]) -> None:
+        if self.query_id is not None and query_id == self.query_id:
+            self.on_progress({"batchId": batch_id, "durationMs": duration_ms})
 
     def onQueryIdle(self, event: Any) -> None:
-        if self.query_id is not None and str(event.id) == self.query_id:
+        self.idle(str(event.id))
+
+    def idle(self, query_id: str) -> None:
+        if self.query_id is not None and query_id == self.query_id:
             self.on_idle()
 
     def onQueryTerminated(self, event: Any) -> None:
-        if self.query_id is not None and str(event.id) == self.query_id:
+        self.ended(str(event.id))
+
+    def ended(self, query_id: str) -> None:
+        if self.query_id is not None and query_id == self.query_id:
             self.terminated.set()
+
+    @property
+    def _jlistener(self) -> Any:
+        """What PySpark's ``addListener`` and ``removeListener`` hand to the JVM: Spark's wrapper of a Python
+        listener, around ``_LightListener``. Made once, so that removing finds what was added."""
+        made = self.__dict__.get("_light_jlistener")
+        if made is None:
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            assert jvm is not None, "a listener is added to a running session"
+            made = self.__dict__["_light_jlistener"] = jvm.PythonStreamingQueryListenerWrapper(_LightListener(self))
+        return made
+
+
+class _LightListener:
+    """Spark's Java interface for a Python listener (``PythonStreamingQueryListener``), reading each event with as
+    few calls into the JVM as it can: the query's id, and a progress as its JSON text."""
+
+    def __init__(self, listener: ProgressListener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self.listener.progress_json(jevent.progress().json())
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        self.listener.idle(str(jevent.id()))
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        self.listener.ended(str(jevent.id()))
+
+    class Java:
+        implements: ClassVar[list[str]] = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def listen(spark: SparkSession, listener: ProgressListener) -> Callable[[], None]:
