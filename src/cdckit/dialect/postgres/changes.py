@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import struct
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import IO, TypeVar
 
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
@@ -417,13 +419,24 @@ WHERE NOT (get_byte(data, 0) = ANY(%(skipped)s) AND xid::text::int8 IN (SELECT x
 _SKIPPED_BEFORE_START = [ord(kind) for kind in "IUDTM"]
 
 
-def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size: int = 2000,
-              wait_seconds: float = 60.0, start: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """Stream (lsn, message) rows of the slot up to ``end`` through a server-side cursor.
+# A peek's rows come as COPY's binary format: no hex text of each message to make on the server and read back, and
+# no Python tuple per row from the driver. Up to SPOOL_MEMORY bytes of them stay in memory, the rest goes to a
+# temporary file, so a task's memory does not grow with its range.
+SPOOL_MEMORY = 32 * 1024 * 1024
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_COPY_TRAILER = b"\xff\xff"
+_COPY_ROW = struct.Struct(">hiqi")  # fields (2), the LSN's length (8), the LSN, the message's length
+_READ_SIZE = 1024 * 1024
 
-    The server decodes the whole range into a result set on the first fetch and holds the slot only while it
-    does; the partitions of one batch take turns for it (each waits, up to ``wait_seconds``, while another
-    holds it), then fetch and format their results at once.
+
+def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
+              start: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """The (lsn, message) rows of the slot up to ``end``, in the order the server decodes them.
+
+    The server decodes the whole range into a result set and holds the slot only while it does; the partitions of
+    one batch take turns for it (each waits, up to ``wait_seconds``, while another holds it). The rows come by
+    ``COPY ... TO STDOUT (FORMAT binary)`` into a spool (``SPOOL_MEMORY``), and are read from it as they are
+    taken.
 
     A peek starts at the slot's position. With ``start`` (a partition after a batch's first), the server leaves out
     the row changes of the transactions that commit before it, which ``ChangeDecoder`` would skip: the earlier
@@ -431,22 +444,61 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, fetch_size
     params = {"slot": options.get("slot.name", "debezium"), "end": format_lsn(end),
               "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
               "skipped": _SKIPPED_BEFORE_START}
-    def first_rows() -> tuple[Any, list[tuple[Any, ...]]]:
-        cur = conn.cursor(name="cdckit_peek")  # a new one each turn: a refused one goes with the rollback
-        cur.itersize = fetch_size
-        cur.execute(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
-        return cur, list(cur.fetchmany(fetch_size))
+    with conn.cursor() as cur:  # psycopg2 binds the values; COPY takes no parameters of its own
+        query = cur.mogrify(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
+    copy = b"COPY (" + query + b") TO STDOUT (FORMAT binary)"
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-peek-") as spool:
+        def fetch() -> None:
+            spool.seek(0)
+            spool.truncate()
+            with conn.cursor() as cur:
+                cur.copy_expert(copy, spool)
 
-    cur, first = taking_turns(conn, first_rows, wait_seconds)
-    try:
-        rows = first
-        while rows:
-            for lsn, data in rows:  # the hex text of bytea_output=hex, as the connection keeps values as text
-                yield int(lsn), (bytes.fromhex(data[2:]) if data[:2] == "\\x" else as_bytes(data))
-            rows = cur.fetchmany(fetch_size)
-    finally:
-        cur.close()
+        taking_turns(conn, fetch, wait_seconds)
+        spool.seek(0)
+        yield from copy_rows(spool)
     conn.commit()
+
+
+def _read_to(source: IO[bytes], buffer: bytes, size: int) -> bytes:
+    """``buffer`` and what follows it in ``source``, at least ``size`` bytes unless the source ends first."""
+    while len(buffer) < size:
+        more = source.read(max(_READ_SIZE, size - len(buffer)))
+        if not more:
+            break
+        buffer += more
+    return buffer
+
+
+def copy_rows(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """The (int8, bytea) rows of a ``COPY ... TO STDOUT (FORMAT binary)`` output, read in steps of ``_READ_SIZE``."""
+    header = source.read(len(_COPY_SIGNATURE) + 8)
+    if header[:len(_COPY_SIGNATURE)] != _COPY_SIGNATURE:
+        raise DecodingError("the server's COPY output does not start as PostgreSQL's binary format does")
+    source.read(int.from_bytes(header[-4:], "big"))  # the header's extension area, if any
+    buffer, at = b"", 0
+    row = _COPY_ROW
+    while True:
+        if len(buffer) - at < row.size:
+            buffer, at = _read_to(source, buffer[at:], row.size), 0
+            if len(buffer) < row.size:
+                if buffer == _COPY_TRAILER:
+                    return
+                raise DecodingError("the server's COPY output ends without its trailer" if len(buffer) < 2 else
+                                    "the server's COPY output ends inside a row")
+        fields, lsn_length, lsn, length = row.unpack_from(buffer, at)
+        if fields == -1:
+            return
+        if fields != 2 or lsn_length != 8 or length < 0:
+            raise DecodingError(f"unexpected row in the server's COPY output ({fields} fields)")
+        data_at = at + row.size
+        if len(buffer) < data_at + length:  # the message goes on past what was read
+            buffer, at = _read_to(source, buffer[at:], row.size + length), 0
+            data_at = row.size
+            if len(buffer) < data_at + length:
+                raise DecodingError("the server's COPY output ends inside a row")
+        yield lsn, buffer[data_at:data_at + length]
+        at = data_at + length
 
 
 def taking_turns(conn: Connection, peek: Callable[[], T], wait_seconds: float = 60.0) -> T:
