@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +53,19 @@ def positions_by_key(config: Config, topic: str) -> dict[tuple[Any, ...], list[t
         source = value["source"]
         seen.setdefault(key, []).append((0 if source["snapshot"] != "false" else 1, source["lsn"]))
     return seen
+
+
+@contextmanager
+def idle_reports_every(spark: Any, milliseconds: int) -> Iterator[None]:
+    """An idle query reports itself every ``milliseconds`` (Spark's noDataProgressEventInterval), while in the
+    block; the session's setting is put back after it."""
+    name = "spark.sql.streaming.noDataProgressEventInterval"
+    before = spark.conf.get(name, None)
+    spark.conf.set(name, str(milliseconds))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, before)

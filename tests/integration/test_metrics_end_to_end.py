@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg2
 import pytest
-from helpers import execute, make_config
+from helpers import execute, idle_reports_every, make_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdckit.cli import main
@@ -69,20 +69,6 @@ def streaming(spark: Any, config: Any) -> Iterator[Callable[[], None]]:
     assert not failures, failures
 
 
-@contextmanager
-def idle_reports_every_second(spark: Any) -> Iterator[None]:
-    name = "spark.sql.streaming.noDataProgressEventInterval"
-    before = spark.conf.get(name, None)
-    spark.conf.set(name, "1000")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(name)
-        else:
-            spark.conf.set(name, before)
-
-
 def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -104,7 +90,7 @@ def test_lag_counts_and_slot_size_on_the_endpoint_while_writes_go_on_then_pause(
     run_snapshot(spark, config)
     samples: list[dict[str, float]] = []
     written = {"c": 0, "u": 0, "d": 0, "transactions": 0}
-    with idle_reports_every_second(spark), streaming(spark, config) as stop:
+    with idle_reports_every(spark, 1000), streaming(spark, config) as stop:
         wait_for(lambda: _scraped(port, samples), 120, "the endpoint")
         before_writes = samples[-1]["debezium_metrics_MilliSecondsBehindSource"]
         next_id = 1000

@@ -8,12 +8,12 @@ from typing import Any
 
 import pyspark
 import pytest
-from helpers import execute, fetch, make_config, replay
+from helpers import execute, fetch, idle_reports_every, make_config, replay
 
 from cdckit import versions
 from cdckit.pipeline import run_snapshot, run_stream
 from cdckit.spark import compat
-from cdckit.spark.progress import IDLE_INTERVAL, ProgressListener, listen
+from cdckit.spark.progress import ProgressListener, listen
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.orders"
@@ -68,21 +68,19 @@ def test_the_jobs_listener_hears_each_batchs_progress_an_idle_trigger_and_the_en
     idle: list[float] = []
     listener = ProgressListener(progress.append, lambda: idle.append(time.monotonic()))
     remove = listen(spark, listener)
-    before = spark.conf.get(IDLE_INTERVAL, None)
-    spark.conf.set(IDLE_INTERVAL, "200")
     try:
-        query = spark.readStream.text(str(source)).writeStream.format("noop") \
-            .trigger(processingTime="100 milliseconds").start()
-        listener.watch(str(query.id))
-        (source / "2.txt").write_text("second\n")  # a batch after the listener watches the query
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (progress and idle):
-            time.sleep(0.1)
-        query.stop()
+        with idle_reports_every(spark, 200):
+            query = spark.readStream.text(str(source)).writeStream.format("noop") \
+                .trigger(processingTime="100 milliseconds").start()
+            listener.watch(str(query.id))
+            (source / "2.txt").write_text("second\n")  # a batch after the listener watches the query
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (progress and idle):
+                time.sleep(0.1)
+            query.stop()
         assert listener.terminated.wait(30), "the listener heard the query end"
     finally:
         remove()
-        spark.conf.unset(IDLE_INTERVAL) if before is None else spark.conf.set(IDLE_INTERVAL, before)
     assert progress, "the listener heard a batch's progress"
     assert all(isinstance(p["batchId"], int) for p in progress)
     assert progress[-1]["durationMs"].get("triggerExecution", 0) > 0
