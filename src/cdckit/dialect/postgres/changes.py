@@ -486,9 +486,7 @@ def copy_rows(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
                     return
                 raise DecodingError("the server's COPY output ends without its trailer" if len(buffer) < 2 else
                                     "the server's COPY output ends inside a row")
-        fields, lsn_length, lsn, length = row.unpack_from(buffer, at)
-        if fields == -1:
-            return
+        fields, lsn_length, lsn, length = row.unpack_from(buffer, at)  # the trailer is the output's last 2 bytes
         if fields != 2 or lsn_length != 8 or length < 0:
             raise DecodingError(f"unexpected row in the server's COPY output ({fields} fields)")
         data_at = at + row.size
