@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import idle_reports_every
 from test_metrics_end_to_end import (
     assert_lag_rose_and_fell_and_counts_are_written,
     free_port,
-    idle_reports_every_second,
     scrape,
     status_text,
     streaming,
@@ -71,7 +71,7 @@ def test_lag_counts_and_capture_job_health_on_the_endpoint(model: SqlServerModel
             return False
         return True
 
-    with idle_reports_every_second(spark), streaming(spark, config):
+    with idle_reports_every(spark, 1000), streaming(spark, config):
         wait_for(scraped, 120, "the endpoint")
         before = samples[-1]["debezium_metrics_MilliSecondsBehindSource"]
         writer = CountingWriter(model)
