@@ -257,7 +257,8 @@ def test_broker_restart_fails_clearly_and_a_restart_delivers_everything(postgres
     try:
         config = _kafka_config(postgres, database, workdir, broker.bootstrap_servers,
                                **{"topic.prefix": "restart", "kafka.delivery.timeout.ms": "8000",
-                                  "kafka.request.timeout.ms": "3000", "kafka.max.block.ms": "8000"})
+                                  "kafka.request.timeout.ms": "3000", "kafka.max.block.ms": "8000",
+                                  "kafka.default.api.timeout.ms": "8000"})
         run_snapshot(spark, config)
         _workload(dsn, 1, 60)
         broker.stop()

@@ -294,6 +294,14 @@ def test_kafka_and_spark_prefixed_keys_pass_through() -> None:
     assert config.as_properties()["kafka.bootstrap.servers"] == "broker:9092"
 
 
+def test_a_kafka_admin_timeout_that_is_not_milliseconds_is_refused_by_name() -> None:
+    settings = {**BASE, "cdckit.sink": "kafka", "kafka.bootstrap.servers": "broker:9092"}
+    assert validate({**settings, "kafka.default.api.timeout.ms": "8000"}).passthrough["kafka.default.api.timeout.ms"] \
+        == "8000"
+    with pytest.raises(ConfigurationError, match=r"kafka.default.api.timeout.ms='8s' is not a number of millis"):
+        validate({**settings, "kafka.default.api.timeout.ms": "8s"})
+
+
 @pytest.mark.parametrize(("settings", "named"), [
     ({"transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}, "not in transforms"),
     ({"transforms": "x", "transforms.x.type": "org.apache.kafka.connect.transforms.ReplaceField$Value"},

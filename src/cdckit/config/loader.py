@@ -462,6 +462,10 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
         problems.append(f"cdckit.metrics.port={port} is not a TCP port (1 to 65535, or 0 for no endpoint)")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
+    api_timeout = passthrough.get("kafka.default.api.timeout.ms")
+    if api_timeout is not None and not str(api_timeout).strip().isdigit():
+        problems.append(f"kafka.default.api.timeout.ms={api_timeout!r} is not a number of milliseconds (Kafka's "
+                        f"default is 60000)")
     if values.get("cdckit.sink") == "delta":
         if values.get("cdckit.message.format") == "qlik":
             problems.append("cdckit.sink=delta writes change rows from Debezium envelopes; cdckit.message.format=qlik "

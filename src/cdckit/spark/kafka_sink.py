@@ -35,6 +35,7 @@ _PRODUCER_DEFAULTS = {"kafka.enable.idempotence": "true", "kafka.acks": "all",
 # endpoint does not take lz4). Each can be set with its ``kafka.`` name. Decision 0023.
 THROUGHPUT_DEFAULTS = {"kafka.batch.size": "262144", "kafka.linger.ms": "20"}
 KAFKA_COMPRESSION_DEFAULT = {"kafka.compression.type": "lz4"}
+ADMIN_API_TIMEOUT_MS = "60000"  # Kafka's default.api.timeout.ms, which bounds the topic checks
 
 
 class DeliveryError(CdcKitError):
@@ -106,19 +107,23 @@ class TopicManager:
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
         properties = jvm.java.util.Properties()
-        for key, value in kafka_options(self.options).items():
+        options = kafka_options(self.options)
+        for key, value in options.items():
             properties.setProperty(key[len("kafka."):], value)
+        # Each call fails by itself after the admin's default.api.timeout.ms (Kafka's default 60 s; settable with
+        # its kafka. name); the wait below only backs that up.
+        wait_s = int(options.get("kafka.default.api.timeout.ms", ADMIN_API_TIMEOUT_MS).strip()) // 1000 + 5
+        seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
         admin = jvm.org.apache.kafka.clients.admin.Admin.create(properties)
         try:
-            existing = set(admin.listTopics().names().get(30, jvm.java.util.concurrent.TimeUnit.SECONDS))
+            existing = set(admin.listTopics().names().get(wait_s, seconds))
             absent = [t for t in missing if t not in existing]
             if absent and self.options.get("topic.creation.enable", "true").lower() != "true":
                 raise DeliveryError(f"topics {', '.join(absent)} do not exist and topic.creation.enable=false; "
                                     f"create them or enable topic creation")
             if absent:
-                self._create(jvm, admin, absent)
-            described = admin.describeTopics(jvm.java.util.ArrayList(missing)).allTopicNames().get(
-                30, jvm.java.util.concurrent.TimeUnit.SECONDS)
+                self._create(jvm, admin, absent, wait_s)
+            described = admin.describeTopics(jvm.java.util.ArrayList(missing)).allTopicNames().get(wait_s, seconds)
             for topic in missing:
                 self.known[topic] = int(described.get(topic).partitions().size())
         except DeliveryError:
@@ -128,10 +133,10 @@ class TopicManager:
                                 f"to check topics ({_first_line(exc)}); check kafka.bootstrap.servers and the "
                                 f"security settings") from None
         finally:
-            admin.close()
+            admin.close(jvm.java.time.Duration.ZERO)  # a call still pending after a failure is abandoned, not awaited
         return {t: self.known[t] for t in topics}
 
-    def _create(self, jvm: Any, admin: Any, topics: list[str]) -> None:
+    def _create(self, jvm: Any, admin: Any, topics: list[str], wait_s: int) -> None:
         partitions = int(self.options.get("topic.creation.default.partitions", "-1"))
         replication = int(self.options.get("topic.creation.default.replication.factor", "-1"))
         configs = jvm.java.util.HashMap()
@@ -146,7 +151,7 @@ class TopicManager:
                 optional.of(jvm.java.lang.Short(str(replication))) if replication > 0 else optional.empty())
             new_topics.add(spec.configs(configs))
         try:
-            admin.createTopics(new_topics).all().get(60, jvm.java.util.concurrent.TimeUnit.SECONDS)
+            admin.createTopics(new_topics).all().get(wait_s, jvm.java.util.concurrent.TimeUnit.SECONDS)
         except Exception as exc:
             if "TopicExistsException" not in str(exc):
                 raise
