@@ -26,10 +26,11 @@ OLDEST_SPARK := $(shell sed -n 's/^OLDEST_SPARK = "\(.*\)"$$/\1/p' src/cdckit/ve
 OLDEST_VENV  := .venv-spark-$(OLDEST_SPARK)
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
 OLDEST_ENV    = PYSPARK_PYTHON=$(abspath $(OLDEST_VENV)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(OLDEST_VENV)/bin/python)
+# The end-to-end suites, less the tests marked version_neutral (what they add does not depend on Spark's release).
+# The standalone-cluster test runs on this Spark in `make test` (test-cluster), on no other.
 E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/test_restarts.py \
-                tests/integration/test_kafka_delivery.py tests/integration/test_quality_end_to_end.py \
-                tests/integration/test_stream_partitions.py tests/integration/test_sqlserver_end_to_end.py \
-                tests/integration/test_spark_versions.py tests/integration/test_standalone_cluster.py \
+                tests/integration/test_kafka_delivery.py tests/integration/test_stream_partitions.py \
+                tests/integration/test_sqlserver_end_to_end.py tests/integration/test_spark_versions.py \
                 tests/integration/test_incremental_snapshot.py::test_pause_resume_and_stop
 
 $(OLDEST_STAMP): pyproject.toml
@@ -40,10 +41,10 @@ $(OLDEST_STAMP): pyproject.toml
 	touch $(OLDEST_STAMP)
 
 test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
-	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest $(E2E_SUITES)
+	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest -m 'not version_neutral' $(E2E_SUITES)
 
-test-cluster: $(STAMP)  ## spark-submit the jobs on a Spark standalone cluster (a master, 2 workers on 127.0.0.1)
-	$(BIN)/python -m pytest tests/integration/test_standalone_cluster.py
+test-cluster: $(OLDEST_STAMP)  ## spark-submit the jobs on a Spark standalone cluster of the Spark the image ships (EMR's; a master, 2 workers on 127.0.0.1)
+	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest tests/integration/test_standalone_cluster.py
 
 demo: $(STAMP)  ## run the embedded end-to-end demo
 	$(BIN)/cdckit demo
@@ -55,9 +56,9 @@ $(CHECKOV_STAMP):
 	.venv-checkov/bin/pip install --quiet 'checkov>=3.2,<4'
 	touch $(CHECKOV_STAMP)
 
-test: $(STAMP) $(CHECKOV_STAMP) $(OLDEST_STAMP)  ## run the whole test suite (the Delta sink's on the Spark with Delta)
-	$(BIN)/python -m pytest
-	$(MAKE) --no-print-directory test-delta
+test: $(STAMP) $(CHECKOV_STAMP) $(OLDEST_STAMP)  ## run the whole test suite (the Delta sink's and the cluster's on the Spark the image ships)
+	$(BIN)/python -m pytest -m 'not cluster'
+	$(MAKE) --no-print-directory test-delta test-cluster
 
 test-delta: $(OLDEST_STAMP)  ## the Delta sink's suites, on the oldest supported Spark (EMR's) with its Delta Lake
 	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest tests/delta

@@ -238,6 +238,7 @@ class Writer(threading.Thread):
             self.stop_event.wait(0.01)
 
 
+@pytest.mark.version_neutral  # the model's concurrency; the other tests run its Spark path
 def test_chunked_snapshot_under_concurrent_writes_then_stream_reproduces_the_table(
         model: SqlServerModel, spark: Any, workdir: Path) -> None:
     for start in range(1, 3001, 500):
@@ -263,6 +264,7 @@ def test_chunked_snapshot_under_concurrent_writes_then_stream_reproduces_the_tab
     assert positions == sorted(positions)
 
 
+@pytest.mark.version_neutral  # test_restarts.py runs the restarts' Spark path
 def test_restart_at_every_batch_boundary_loses_and_repeats_nothing(model: SqlServerModel, spark: Any,
                                                                    workdir: Path) -> None:
     config = sqlserver_config(model, workdir, **{"max.batch.size": "7"})
@@ -393,6 +395,7 @@ def test_stop_snapshot_signal_cancels_a_requested_snapshot(model: SqlServerModel
     assert records(config, TOPIC) == []
 
 
+@pytest.mark.version_neutral  # the windows' logic; the signal tests run its Spark path
 def test_an_incremental_snapshot_spreads_over_batches_and_pauses_resumes_and_stops(model: SqlServerModel, spark: Any,
                                                                                     workdir: Path) -> None:
     _signal_table(model)
@@ -704,6 +707,7 @@ def test_offline_database_is_reported_and_the_stream_resumes_when_it_is_back(
         {"id": 1, "email": "before-offline"}]
 
 
+@pytest.mark.version_neutral  # the quality suites, not Spark
 def test_quality_suites_reconcile_sql_server_output_with_the_tables(model: SqlServerModel, spark: Any,
                                                                     workdir: Path) -> None:
     from cdckit.quality import check_records
