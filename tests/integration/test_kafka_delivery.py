@@ -213,6 +213,7 @@ def test_a_snapshot_reports_the_records_each_topic_received(postgres: Any, spark
         end_offsets(kafka.bootstrap_servers, "once.public.empty") == 0
 
 
+@pytest.mark.version_neutral  # a killed job's replay: test_restarts.py runs it on each Spark, the tests here the sink
 def test_killed_job_replays_at_least_once_and_consumers_drop_replays(postgres: Any, spark: Any, kafka: Any,
                                                                       database: str, workdir: Path) -> None:
     dsn = postgres.dsn(database)
