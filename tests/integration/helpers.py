@@ -59,13 +59,14 @@ def positions_by_key(config: Config, topic: str) -> dict[tuple[Any, ...], list[t
 def idle_reports_every(spark: Any, milliseconds: int) -> Iterator[None]:
     """An idle query reports itself every ``milliseconds`` (Spark's noDataProgressEventInterval), while in the
     block; the session's setting is put back after it."""
-    name = "spark.sql.streaming.noDataProgressEventInterval"
-    before = spark.conf.get(name, None)
-    spark.conf.set(name, str(milliseconds))
+    from cdckit.spark.progress import IDLE_INTERVAL
+
+    before = spark.conf.get(IDLE_INTERVAL, None)
+    spark.conf.set(IDLE_INTERVAL, str(milliseconds))
     try:
         yield
     finally:
         if before is None:
-            spark.conf.unset(name)
+            spark.conf.unset(IDLE_INTERVAL)
         else:
-            spark.conf.set(name, before)
+            spark.conf.set(IDLE_INTERVAL, before)

@@ -463,7 +463,7 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
     api_timeout = passthrough.get("kafka.default.api.timeout.ms")
-    if api_timeout is not None and not str(api_timeout).strip().isdigit():
+    if api_timeout is not None and not api_timeout.isdigit():
         problems.append(f"kafka.default.api.timeout.ms={api_timeout!r} is not a number of milliseconds (Kafka's "
                         f"default is 60000)")
     if values.get("cdckit.sink") == "delta":

@@ -112,7 +112,7 @@ class TopicManager:
             properties.setProperty(key[len("kafka."):], value)
         # Each call fails by itself after the admin's default.api.timeout.ms (Kafka's default 60 s; settable with
         # its kafka. name); the wait below only backs that up.
-        wait_s = int(options.get("kafka.default.api.timeout.ms", ADMIN_API_TIMEOUT_MS).strip()) // 1000 + 5
+        wait_s = int(options.get("kafka.default.api.timeout.ms", ADMIN_API_TIMEOUT_MS)) // 1000 + 5
         seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
         admin = jvm.org.apache.kafka.clients.admin.Admin.create(properties)
         try:
@@ -122,7 +122,7 @@ class TopicManager:
                 raise DeliveryError(f"topics {', '.join(absent)} do not exist and topic.creation.enable=false; "
                                     f"create them or enable topic creation")
             if absent:
-                self._create(jvm, admin, absent, wait_s)
+                self._create(jvm, admin, absent, wait_s, seconds)
             described = admin.describeTopics(jvm.java.util.ArrayList(missing)).allTopicNames().get(wait_s, seconds)
             for topic in missing:
                 self.known[topic] = int(described.get(topic).partitions().size())
@@ -136,7 +136,7 @@ class TopicManager:
             admin.close(jvm.java.time.Duration.ZERO)  # a call still pending after a failure is abandoned, not awaited
         return {t: self.known[t] for t in topics}
 
-    def _create(self, jvm: Any, admin: Any, topics: list[str], wait_s: int) -> None:
+    def _create(self, jvm: Any, admin: Any, topics: list[str], wait_s: int, seconds: Any) -> None:
         partitions = int(self.options.get("topic.creation.default.partitions", "-1"))
         replication = int(self.options.get("topic.creation.default.replication.factor", "-1"))
         configs = jvm.java.util.HashMap()
@@ -151,7 +151,7 @@ class TopicManager:
                 optional.of(jvm.java.lang.Short(str(replication))) if replication > 0 else optional.empty())
             new_topics.add(spec.configs(configs))
         try:
-            admin.createTopics(new_topics).all().get(wait_s, jvm.java.util.concurrent.TimeUnit.SECONDS)
+            admin.createTopics(new_topics).all().get(wait_s, seconds)
         except Exception as exc:
             if "TopicExistsException" not in str(exc):
                 raise
