@@ -92,7 +92,8 @@ PROPERTIES: tuple[Property, ...] = (
              only="sqlserver"),
     Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "
              "(0 = no limit)", minimum=0, only="sqlserver"),
-    Property("snapshot.fetch.size", "int", 10240, "rows fetched per round trip while snapshotting", minimum=1),
+    Property("snapshot.fetch.size", "int", 10240, "rows read at a time while snapshotting: a round trip of a "
+             "query, or a block of a PostgreSQL chunk's COPY output formatted at once", minimum=1),
     Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",
              minimum=1),
     Property("poll.interval.ms", "int", 500, "how often the source is polled for new changes", minimum=1),

@@ -27,7 +27,7 @@ from cdckit.dialect.postgres.snapshot import (
     SnapshotChunk,
     plan_chunks,
     read_chunk,
-    read_chunk_blocks,
+    read_chunk_columns,
     snapshot_marker,
     snapshot_xmin,
 )
@@ -128,7 +128,7 @@ class PostgresSnapshotReader(DataSourceReader):
         """Whether the chunk's records are Debezium's reads that ``columnar.ColumnarReads`` formats."""
         options = self.options
         return (columnar.supports(table_format) and options.get("cdckit.message.format", "debezium") == "debezium"
-                and "r" not in skipped_operations(options))
+                and "r" not in skipped_operations(options) and bool(table_format.table.columns))
 
     def columnar_batches(self, partition: SnapshotPartition, table_format: TableFormat) -> Iterator[pa.RecordBatch]:
         """The chunk's records, a fetched block of rows at a time, formatted column by column: the same records
@@ -138,25 +138,21 @@ class PostgresSnapshotReader(DataSourceReader):
         started_ms = int(options.get("cdckit.snapshot.ts_ms") or now_ms())
         table, chunk = partition.table, partition.chunk
         reads = columnar.ColumnarReads(table_format, table_format.settings.topic_prefix)
-        names = [column.name for column in table.columns]
 
         def event(marker: str) -> ChangeEvent:
             return columnar.read_event(table.schema, table.name, lsn, started_ms, partition.tx_id, marker)
 
-        fetched = read_chunk_blocks(options, options["cdckit.snapshot.name"], table, chunk,
-                                    int(options.get("snapshot.fetch.size", "10240")))
-        # at most ARROW_BATCH_ROWS rows formatted at once, whatever snapshot.fetch.size is
-        blocks = (block[start:start + ARROW_BATCH_ROWS] for block in fetched
-                  for start in range(0, len(block), ARROW_BATCH_ROWS))
+        # at most snapshot.fetch.size rows (and ARROW_BATCH_ROWS) formatted at once
+        blocks = read_chunk_columns(options, options["cdckit.snapshot.name"], table, chunk,
+                                    min(ARROW_BATCH_ROWS, int(options.get("snapshot.fetch.size", "10240"))))
         block, first = next(blocks, None), True
         while block is not None:
             following = next(blocks, None)
-            count = len(block)
+            count = len(next(iter(block.values())))
             markers = ["true"] * count
             markers[-1] = snapshot_marker(chunk, first and count == 1, last_row=following is None)
             markers[0] = snapshot_marker(chunk, first, last_row=following is None and count == 1)
-            columns = {name: pa.array(values, type=pa.string()) for name, values in
-                       zip(names, zip(*block, strict=True), strict=True)}
+            columns = block
             keys, values = reads.texts(columns, pa.array(markers, type=pa.string()), event, now_ms())
             yield from read_record_batches(table_format.topic, f"{table.schema}.{table.name}", keys, values,
                                            Position(lsn, lsn, 0), started_ms)

@@ -8,10 +8,14 @@ taken and no extra slot is created.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
+from typing import IO
 
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
@@ -166,6 +170,76 @@ def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, para
                 f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
                 f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
                 f"(column.exclude.list)") from None
+
+
+# A chunk's COPY output is spooled: up to SPOOL_MEMORY bytes in memory, the rest in a temporary file; Arrow's CSV
+# reader parses it CSV_BLOCK_BYTES at a time (a row longer than that is parsed with a block as large as the chunk).
+SPOOL_MEMORY = 32 * 1024 * 1024
+CSV_BLOCK_BYTES = 4 * 1024 * 1024
+_COPY_READ = 1024 * 1024
+
+
+def read_chunk_columns(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
+                       block_rows: int) -> Iterator[dict[str, pa.Array]]:
+    """Rows of one chunk as PostgreSQL's text output, a column at a time: blocks of at most ``block_rows`` rows, each
+    ``{column: string array}`` (null where the value is NULL), read under the exported snapshot.
+
+    The chunk comes by ``COPY (SELECT ...) TO STDOUT (FORMAT csv)``, whose fields are the same text output a query
+    returns (quoted where needed, NULL unquoted and empty, an empty string quoted), and Arrow's CSV reader parses
+    it: no Python object per row or value. The table has at least one column."""
+    names = [c.name for c in table.columns]
+    with closing(connect(options)) as conn, \
+            tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-chunk-") as spool:
+        conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+        with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
+            cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+            query, params = chunk_query(table, chunk)
+            bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
+            cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
+        conn.rollback()
+        size = spool.tell()
+        if size:
+            yield from _csv_blocks(spool, size, names, table, block_rows)
+
+
+def _csv_reader(source: IO[bytes], names: list[str], block_bytes: int) -> pa_csv.CSVStreamingReader:
+    return pa_csv.open_csv(
+        source,
+        read_options=pa_csv.ReadOptions(column_names=names, use_threads=False, block_size=block_bytes),
+        # a one-column row whose value is NULL is an empty line
+        parse_options=pa_csv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
+        convert_options=pa_csv.ConvertOptions(column_types={name: pa.string() for name in names}, null_values=[""],
+                                              strings_can_be_null=True, quoted_strings_can_be_null=False))
+
+
+def _csv_blocks(spool: IO[bytes], size: int, names: list[str], table: TableInfo,
+                block_rows: int) -> Iterator[dict[str, pa.Array]]:
+    """The spooled CSV's rows in blocks of at most ``block_rows``."""
+    done = 0  # rows handed on
+    block_bytes = CSV_BLOCK_BYTES
+    while True:
+        spool.seek(0)
+        seen = 0
+        try:
+            for batch in _csv_reader(spool, names, max(1, min(block_bytes, size))):
+                skip = max(0, done - seen)
+                seen += batch.num_rows
+                for start in range(skip, batch.num_rows, block_rows):
+                    piece = batch.slice(start, block_rows)
+                    yield {name: piece.column(i) for i, name in enumerate(names)}
+                    done += piece.num_rows
+            return
+        except pa.ArrowInvalid as exc:
+            if "straddl" in str(exc) and block_bytes < size:  # a row longer than the block: read on with one block
+                block_bytes = size
+                continue
+            if "UTF8" in str(exc):
+                raise DecodingError(
+                    f"table {table.schema}.{table.name} holds text that is not UTF-8 (invalid UTF-8 data); cdckit "
+                    f"writes UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the "
+                    f"column out (column.exclude.list)") from None
+            raise DecodingError(f"table {table.schema}.{table.name}: the server's COPY output could not be read "
+                                f"({exc})") from None
 
 
 def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
