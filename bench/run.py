@@ -411,7 +411,7 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
     """Where a snapshot's time goes: the same table under one exported snapshot, read by ever more of cdckit's
     path. Each stage's rate, next to the one before it, tells what that stage costs."""
     from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
-    from cdckit.dialect.postgres.snapshot import read_chunk
+    from cdckit.dialect.postgres.snapshot import read_chunk, read_chunk_columns
     from cdckit.pipeline import prepare_source, snapshot_frame
     from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
     from cdckit.spark.rows import arrow_batches
@@ -443,15 +443,21 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
             return sum(1 for p in partitions for _ in read_chunk(spark_options, exported.snapshot_name, p.table,
                                                                   p.chunk, 10_240))
 
+        def copied_rows() -> int:
+            return sum(len(next(iter(block.values()))) for p in partitions
+                       for block in read_chunk_columns(spark_options, exported.snapshot_name, p.table, p.chunk, 10_240))
+
         def formatted_rows() -> int:
             return sum(batch.num_rows for p in partitions for batch in reader.read(p))
 
         def reference_rows() -> int:
             return sum(batch.num_rows for p in partitions for batch in arrow_batches(reader.rows(p)))
 
-        timed("cursor", "rows fetched by the chunk queries, 1 process", cursor_rows)
+        timed("cursor", "rows fetched by the chunk queries' cursors (the reference's read), 1 process", cursor_rows)
         timed("format_reference", "+ events formatted a row at a time (the reference), 1 process", reference_rows)
-        timed("format", "+ events formatted a column at a time into Arrow batches, 1 process", formatted_rows)
+        timed("columns", "rows read by the chunks' COPY into Arrow columns, 1 process", copied_rows, after="copy")
+        timed("format", "+ events formatted a column at a time into Arrow batches, 1 process", formatted_rows,
+              after="columns")
         frame = snapshot_frame(bench.spark, config, exported.snapshot_name, exported.consistent_point)
         frame.write.format("noop").mode("overwrite").save()  # the Python workers start and warm up
 
@@ -917,7 +923,7 @@ def _stage_rows(stages: list[dict[str, Any]], rate: str) -> list[str]:
         lines.append(f"| {stage['what']} | {stage[rate]:,.0f} | {micros:.1f} | "
                      f"{'' if not base else f'{micros - base:+.1f}'} |")
         costs[stage["stage"]] = micros
-        if not stage["stage"].endswith("_reference") and "after" not in stage:  # beside the stage after it
+        if not stage["stage"].endswith("_reference"):  # a reference stands beside the stage after it
             previous = micros
     return lines
 
