@@ -188,15 +188,15 @@ def read_chunk_columns(options: Mapping[str, str], snapshot_name: str, table: Ta
     returns (quoted where needed, NULL unquoted and empty, an empty string quoted), and Arrow's CSV reader parses
     it: no Python object per row or value. The table has at least one column."""
     names = [c.name for c in table.columns]
-    with closing(connect(options)) as conn, \
-            tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-chunk-") as spool:
-        conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
-        with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
-            cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
-            query, params = chunk_query(table, chunk)
-            bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
-            cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
-        conn.rollback()
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-chunk-") as spool:
+        with closing(connect(options)) as conn:  # closed once the chunk is spooled, before it is parsed
+            conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+            with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
+                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+                query, params = chunk_query(table, chunk)
+                bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
+                cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
+            conn.rollback()
         size = spool.tell()
         if size:
             yield from _csv_blocks(spool, size, names, table, block_rows)
