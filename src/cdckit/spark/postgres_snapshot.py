@@ -152,8 +152,7 @@ class PostgresSnapshotReader(DataSourceReader):
             markers = ["true"] * count
             markers[-1] = snapshot_marker(chunk, first and count == 1, last_row=following is None)
             markers[0] = snapshot_marker(chunk, first, last_row=following is None and count == 1)
-            columns = block
-            keys, values = reads.texts(columns, pa.array(markers, type=pa.string()), event, now_ms())
+            keys, values = reads.texts(block, pa.array(markers, type=pa.string()), event, now_ms())
             yield from read_record_batches(table_format.topic, f"{table.schema}.{table.name}", keys, values,
                                            Position(lsn, lsn, 0), started_ms)
             block, first = following, False

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -20,6 +20,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.dialect.postgres.changes import SPOOL_MEMORY
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
@@ -143,17 +144,31 @@ def chunk_query(table: TableInfo, chunk: SnapshotChunk) -> tuple[sql.Composed, l
     return query, params
 
 
-def read_chunk_blocks(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
-                      fetch_size: int) -> Iterator[list[tuple[str | None, ...]]]:
-    """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot, ``fetch_size`` rows a
-    round trip: each block a list of tuples of ``table.columns``' values."""
+@contextmanager
+def _under_snapshot(options: Mapping[str, str], snapshot_name: str) -> Iterator[Connection]:
+    """A connection whose read-only transaction sees the database as of the exported snapshot; rolled back and
+    closed after the block."""
     with closing(connect(options)) as conn:
         conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
         with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
             cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+        yield conn
+        conn.rollback()
+
+
+def _not_utf8(table: TableInfo, reason: str) -> DecodingError:
+    return DecodingError(f"table {table.schema}.{table.name} holds text that is not UTF-8 ({reason}); cdckit writes "
+                         f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column "
+                         f"out (column.exclude.list)")
+
+
+def read_chunk_blocks(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
+                      fetch_size: int) -> Iterator[list[tuple[str | None, ...]]]:
+    """Rows of one chunk as PostgreSQL's text output, read under the exported snapshot, ``fetch_size`` rows a
+    round trip: each block a list of tuples of ``table.columns``' values."""
+    with _under_snapshot(options, snapshot_name) as conn:
         query, params = chunk_query(table, chunk)
         yield from fetch_blocks(conn, f"cdckit_snapshot_{chunk.index}", query, params, fetch_size, table)
-        conn.rollback()
 
 
 def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, params: Sequence[object],
@@ -166,15 +181,11 @@ def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, para
             while block := cur.fetchmany(fetch_size):
                 yield block
         except UnicodeDecodeError as exc:
-            raise DecodingError(
-                f"table {table.schema}.{table.name} holds text that is not UTF-8 ({exc.reason}); cdckit writes "
-                f"UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the column out "
-                f"(column.exclude.list)") from None
+            raise _not_utf8(table, exc.reason) from None
 
 
-# A chunk's COPY output is spooled: up to SPOOL_MEMORY bytes in memory, the rest in a temporary file; Arrow's CSV
-# reader parses it CSV_BLOCK_BYTES at a time (a row longer than that is parsed with a block as large as the chunk).
-SPOOL_MEMORY = 32 * 1024 * 1024
+# A chunk's COPY output is spooled as a stream peek's is (SPOOL_MEMORY bytes in memory, the rest in a temporary
+# file); Arrow's CSV reader parses it CSV_BLOCK_BYTES at a time (a row longer than that: one block for the chunk).
 CSV_BLOCK_BYTES = 4 * 1024 * 1024
 _COPY_READ = 1024 * 1024
 
@@ -189,14 +200,11 @@ def read_chunk_columns(options: Mapping[str, str], snapshot_name: str, table: Ta
     it: no Python object per row or value. The table has at least one column."""
     names = [c.name for c in table.columns]
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-chunk-") as spool:
-        with closing(connect(options)) as conn:  # closed once the chunk is spooled, before it is parsed
-            conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
-            with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
-                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
-                query, params = chunk_query(table, chunk)
-                bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
-                cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
-            conn.rollback()
+        # the connection is closed once the chunk is spooled, before it is parsed
+        with _under_snapshot(options, snapshot_name) as conn, conn.cursor() as cur:
+            query, params = chunk_query(table, chunk)
+            bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
+            cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
         size = spool.tell()
         if size:
             yield from _csv_blocks(spool, size, names, table, block_rows)
@@ -221,7 +229,7 @@ def _csv_blocks(spool: IO[bytes], size: int, names: list[str], table: TableInfo,
         spool.seek(0)
         seen = 0
         try:
-            for batch in _csv_reader(spool, names, max(1, min(block_bytes, size))):
+            for batch in _csv_reader(spool, names, min(block_bytes, size)):
                 skip = max(0, done - seen)
                 seen += batch.num_rows
                 for start in range(skip, batch.num_rows, block_rows):
@@ -234,10 +242,7 @@ def _csv_blocks(spool: IO[bytes], size: int, names: list[str], table: TableInfo,
                 block_bytes = size
                 continue
             if "UTF8" in str(exc):
-                raise DecodingError(
-                    f"table {table.schema}.{table.name} holds text that is not UTF-8 (invalid UTF-8 data); cdckit "
-                    f"writes UTF-8 JSON and does not guess an encoding: convert the data to UTF-8, or leave the "
-                    f"column out (column.exclude.list)") from None
+                raise _not_utf8(table, "invalid UTF-8 data") from None
             raise DecodingError(f"table {table.schema}.{table.name}: the server's COPY output could not be read "
                                 f"({exc})") from None
 
