@@ -243,8 +243,9 @@ def _csv_blocks(spool: IO[bytes], size: int, names: list[str], table: TableInfo,
                 continue
             if "UTF8" in str(exc):
                 raise _not_utf8(table, "invalid UTF-8 data") from None
+            # Arrow's message goes on with the row's text after a colon: the table's data stays out of the error
             raise DecodingError(f"table {table.schema}.{table.name}: the server's COPY output could not be read "
-                                f"({exc})") from None
+                                f"({str(exc).split(':')[0]})") from None
 
 
 def read_chunk(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
