@@ -13,6 +13,7 @@ skips, on decoding, transactions whose commit record starts before the slot's co
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import struct
 import tempfile
@@ -23,6 +24,7 @@ from typing import IO, TypeVar
 
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
+from psycopg2.extensions import cursor as Cursor
 
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
@@ -429,6 +431,29 @@ _COPY_ROW = struct.Struct(">hiqi")  # fields (2), the LSN's length (8), the LSN,
 _READ_SIZE = 1024 * 1024
 
 
+class _IntoSpool(io.RawIOBase):
+    """The raw end of ``copy_out``'s buffer: what the buffer hands on goes to the spool."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        super().__init__()
+        self.spool = spool
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.spool.write(data)
+        return len(data)
+
+
+def copy_out(cur: Cursor, statement: bytes, spool: IO[bytes]) -> None:
+    """Run ``COPY ... TO STDOUT`` into ``spool`` through a buffer of ``_READ_SIZE`` bytes. psycopg2 writes each row
+    on its own, and a spooled file's ``write`` is Python code: the buffer's is not, and the spool gets a write a
+    megabyte."""
+    with io.BufferedWriter(_IntoSpool(spool), buffer_size=_READ_SIZE) as buffered:
+        cur.copy_expert(statement, buffered)
+
+
 def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
               start: int | None = None) -> Iterator[tuple[int, bytes]]:
     """The (lsn, message) rows of the slot up to ``end``, in the order the server decodes them.
@@ -452,7 +477,7 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_secon
             spool.seek(0)
             spool.truncate()
             with conn.cursor() as cur:
-                cur.copy_expert(copy, spool)
+                copy_out(cur, copy, spool)
 
         taking_turns(conn, fetch, wait_seconds)
         spool.seek(0)

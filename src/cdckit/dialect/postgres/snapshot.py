@@ -20,7 +20,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.catalog import TableInfo
-from cdckit.dialect.postgres.changes import SPOOL_MEMORY
+from cdckit.dialect.postgres.changes import SPOOL_MEMORY, copy_out
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
@@ -187,7 +187,6 @@ def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, para
 # A chunk's COPY output is spooled as a stream peek's is (SPOOL_MEMORY bytes in memory, the rest in a temporary
 # file); Arrow's CSV reader parses it CSV_BLOCK_BYTES at a time (a row longer than that: one block for the chunk).
 CSV_BLOCK_BYTES = 4 * 1024 * 1024
-_COPY_READ = 1024 * 1024
 
 
 def read_chunk_columns(options: Mapping[str, str], snapshot_name: str, table: TableInfo, chunk: SnapshotChunk,
@@ -204,7 +203,7 @@ def read_chunk_columns(options: Mapping[str, str], snapshot_name: str, table: Ta
         with _under_snapshot(options, snapshot_name) as conn, conn.cursor() as cur:
             query, params = chunk_query(table, chunk)
             bound = cur.mogrify(query, params)  # psycopg2 binds the values; COPY takes no parameters of its own
-            cur.copy_expert(b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool, size=_COPY_READ)
+            copy_out(cur, b"COPY (" + bound + b") TO STDOUT (FORMAT csv)", spool)
         size = spool.tell()
         if size:
             yield from _csv_blocks(spool, size, names, table, block_rows)
