@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
@@ -441,7 +441,7 @@ class _IntoSpool(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data: bytes) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:  # a memoryview of the buffer, valid during the call
         self.spool.write(data)
         return len(data)
 
