@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 from helpers import execute, fetch, make_config
 
-from cdckit.dialect.postgres import pgoutput
+from cdckit.dialect.postgres import changes, pgoutput
+from cdckit.dialect.postgres.changes import ChangeDecoder
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.pipeline import prepare_source
@@ -52,11 +53,19 @@ def _records(batches: Any) -> list[tuple[Any, ...]]:
              r["value_binary"]) for r in rows]  # a control row (a structure for the driver) is stamped when made
 
 
+# How the peek's output is taken: runs of row changes looked at together (blocks of 1 MiB; blocks of a few hundred
+# bytes, which cut runs and messages; every run however short), or each message on its own.
+READING = {"runs": (1024 * 1024, changes.MIN_RUN), "small-blocks": (300, 2), "every-run": (1024 * 1024, 1),
+           "message-by-message": (1024 * 1024, 10**9)}
+
+
+@pytest.mark.parametrize("reading", list(READING))
 @pytest.mark.parametrize("settings", [{}, {"tombstones.on.delete": "false", "value.converter.schemas.enable": "false",
                                            "skipped.operations": "u"}], ids=["default", "no-tombstones-no-updates"])
 def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: Any, database: str, workdir: Path,
-                                                                      settings: dict[str, str],
+                                                                      settings: dict[str, str], reading: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    read_size, min_run = READING[reading]
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.accounts (id int PRIMARY KEY, owner text, balance numeric(12,2), blob text, "
                  "opened timestamptz)",
@@ -73,16 +82,31 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
 
     decoded_one_by_one = 0
     decode = pgoutput.decode_message
+    taken_one_by_one = 0
+    take_plain = ChangeDecoder.take_plain
 
     def counted(data: bytes) -> Any:
         nonlocal decoded_one_by_one
         decoded_one_by_one += 1
         return decode(data)
 
+    def taken(decoder: ChangeDecoder, *args: Any) -> bool:
+        nonlocal taken_one_by_one
+        taken_one_by_one += 1
+        return take_plain(decoder, *args)
+
     monkeypatch.setattr(pgoutput, "decode_message", counted)
+    monkeypatch.setattr(ChangeDecoder, "take_plain", taken)
+    monkeypatch.setattr(changes, "_READ_SIZE", read_size)
+    monkeypatch.setattr(changes, "MIN_RUN", min_run)
     columnar = _records(reader.read(partition))
     # plain changes (inserts, updates without an old image, deletes) are decoded a column at a time
     assert decoded_one_by_one < len(columnar) / 4
+    # and, but for short runs, taken from the peek's output together
+    if reading in ("runs", "every-run"):
+        assert taken_one_by_one < len(columnar) / 4
+    elif reading == "message-by-message":
+        assert taken_one_by_one > len(columnar)
     monkeypatch.undo()
     # the partition's last row is what it read, for the driver's metrics (cdckit.observe)
     stats_row = columnar.pop()

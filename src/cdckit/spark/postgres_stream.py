@@ -45,8 +45,8 @@ from cdckit.dialect.postgres.changes import (
     PlainChanges,
     current_wal_lsn,
     emit_heartbeat,
+    peek_blocks,
     peek_bound,
-    peek_rows,
     pending_changes,
 )
 from cdckit.dialect.postgres.connection import connect
@@ -437,22 +437,31 @@ class _DecodedRange:
                                                heartbeat_tag=self.heartbeat_tag)
         try:
             # A later partition's peek leaves out the earlier partitions' changes (the server still decodes them)
-            for lsn, data in peek_rows(conn, options, partition.end,
-                                       start=partition.start if partition.number > 0 else None):
-                # After a Relation message, the next event goes through feed: a new structure's record takes
-                # that event's position.
-                if plain_ops is not None and not changes:
-                    if decoder.take_plain(lsn, data, plain_ops):
-                        if decoder.plain_pending() >= ARROW_BATCH_ROWS:
-                            yield decoder.plain_changes()  # type: ignore[misc]
-                        continue
-                    plain = decoder.plain_changes()
-                    if plain is not None:
-                        yield plain
-                for event in decoder.feed(lsn, data):
-                    while changes:  # a Relation message came: a new structure is recorded (and announced)
-                        yield from history.observe(changes.pop(0), event.position, options, settings)
-                    yield event
+            for block in peek_blocks(conn, options, partition.end,
+                                     start=partition.start if partition.number > 0 else None):
+                index, count = 0, len(block)
+                while index < count:
+                    # After a Relation message, the next event goes through feed: a new structure's record takes
+                    # that event's position.
+                    if plain_ops is not None and not changes:
+                        taken = decoder.take_plain_run(block, index, plain_ops,
+                                                       ARROW_BATCH_ROWS - decoder.plain_pending())
+                        if taken == index and decoder.take_plain(block.lsn_list[index], block.message(index),
+                                                                 plain_ops):
+                            taken = index + 1
+                        if taken > index:
+                            index = taken
+                            if decoder.plain_pending() >= ARROW_BATCH_ROWS:
+                                yield decoder.plain_changes()  # type: ignore[misc]
+                            continue
+                        plain = decoder.plain_changes()
+                        if plain is not None:
+                            yield plain
+                    for event in decoder.feed(block.lsn_list[index], block.message(index)):
+                        while changes:  # a Relation message came: a new structure is recorded (and announced)
+                            yield from history.observe(changes.pop(0), event.position, options, settings)
+                        yield event
+                    index += 1
             plain = decoder.plain_changes()
             if plain is not None:
                 yield plain
@@ -508,21 +517,17 @@ class _DecodedRange:
         change did not carry) goes through the events, as ``feed`` makes them."""
         import numpy as np
 
-        count = len(plain)
-        lengths = np.fromiter(map(len, plain.messages), dtype=np.int64, count=count)
-        ends = np.cumsum(lengths)
-        starts = ends - lengths + PLAIN_TUPLE_AT
-        buffer = np.frombuffer(b"".join(plain.messages) + bytes(8), dtype=np.uint8)
-        relation_ids = np.fromiter(plain.relation_ids, dtype=np.int64, count=count)
-        transactions = np.fromiter(plain.transactions, dtype=np.int64, count=count)
+        messages, message_starts, ends, lsn_values, relation_ids, kinds, transactions = plain.columns()
+        starts = message_starts + PLAIN_TUPLE_AT
+        buffer = np.frombuffer(messages + bytes(8), dtype=np.uint8)
         per_transaction = _TransactionColumns(plain)
-        lsns = pa.array(plain.lsns, type=pa.int64())
-        ops = pa.array(plain.ops, type=pa.string())
+        lsns = pa.array(lsn_values, type=pa.int64())
+        ops = _op_names(kinds)
         ts_ms = now_ms()
         assert isinstance(self.records, RecordBuilder)
         parts: list[list[pa.Array]] = []
         order = []
-        for relation_id in dict.fromkeys(plain.relation_ids):
+        for relation_id in dict.fromkeys(relation_ids.tolist()):
             rows = np.nonzero(relation_ids == relation_id)[0]
             _relation, table, names, _emitted = self.decoder.relations[relation_id]
             assert table is not None
@@ -585,6 +590,16 @@ def _in_order(order: list[Any], parts: list[list[pa.Array]]) -> list[pa.Array]:
         return parts[0]
     back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
     return [pa.concat_arrays(list(column)).take(back) for column in zip(*parts, strict=True)]
+
+
+def _op_names(kinds: Any) -> pa.Array:
+    """The ops ('c', 'u', 'd') of plain changes from their message kinds ('I', 'U', 'D': a NumPy array)."""
+    import numpy as np
+
+    index = np.zeros(256, dtype=np.int8)
+    for at, kind in enumerate(b"IUD"):
+        index[kind] = at
+    return pa.array(["c", "u", "d"]).take(pa.array(index[kinds]))
 
 
 class _TransactionColumns:

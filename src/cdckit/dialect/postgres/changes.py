@@ -224,24 +224,92 @@ TableLookup = Callable[[pgoutput.Relation], TableInfo | None]
 # it may change the key or fill unchanged values in), a delete's key or old tuple ('K', 'O').
 _PLAIN_SHAPES = {(73, 78): "c", (85, 78): "u", (68, 75): "d", (68, 79): "d"}
 PLAIN_TUPLE_AT = 6
+# A run of row changes shorter than this is taken a message at a time: NumPy's fixed cost would be more.
+MIN_RUN = 16
 
 
-@dataclass
+def _plain_shape(kinds: Any, tuple_kinds: Any) -> Any:
+    """Which messages (their kinds, and the byte after the relation id) are plain changes (``_PLAIN_SHAPES``)."""
+    return (((kinds == 73) | (kinds == 85)) & (tuple_kinds == 78)) | (
+        (kinds == 68) & ((tuple_kinds == 75) | (tuple_kinds == 79)))
+
+
+_OP_OF_KIND = {73: "c", 85: "u", 68: "d"}  # 'I', 'U', 'D'
+
+
 class PlainChanges:
-    """A run of plain changes (``ChangeDecoder.take_plain``) as their messages, for a reader that decodes their
-    tuples a column at a time (``pgoutput.tuple_columns``, each at ``PLAIN_TUPLE_AT``). Per change: its message,
-    LSN, relation, op and transaction (an index into ``begins``: the transaction's Begin, where it sits, and the
-    last commit before it)."""
+    """A run of plain changes (``ChangeDecoder.take_plain`` and ``take_plain_run``) as their messages, for a reader
+    that decodes their tuples a column at a time (``pgoutput.tuple_columns``, each at ``PLAIN_TUPLE_AT``). Per
+    change: its message, LSN, relation, op (its message kind) and transaction (an index into ``begins``: the
+    transaction's Begin, where it sits, and the last commit before it). Runs taken from a block of the peek keep
+    their messages where the block has them; single messages are gathered into one such part when a run follows."""
 
-    messages: list[bytes]
-    lsns: list[int]
-    relation_ids: list[int]
-    ops: list[str]
-    transactions: list[int]
-    begins: list[tuple[pgoutput.Begin, int, int | None]]
+    def __init__(self) -> None:
+        self.begins: list[tuple[pgoutput.Begin, int, int | None]] = []
+        # parts, in position order: (buffer, starts, ends, lsns, relation ids, message kinds, transactions)
+        self._parts: list[tuple[bytes, Any, Any, Any, Any, Any, Any]] = []
+        self._singles: tuple[list[bytes], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+        self.count = 0
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return self.count
+
+    def add(self, data: bytes, lsn: int, relation_id: int, transaction: int) -> None:
+        messages, lsns, relation_ids, kinds, transactions = self._singles
+        messages.append(data)
+        lsns.append(lsn)
+        relation_ids.append(relation_id)
+        kinds.append(data[0])
+        transactions.append(transaction)
+        self.count += 1
+
+    def add_run(self, buffer: bytes, starts: Any, ends: Any, lsns: Any, relation_ids: Any, kinds: Any,
+                transaction: int) -> None:
+        """Messages at ``buffer[starts[i]:ends[i]]`` (NumPy arrays), all of one transaction."""
+        import numpy as np
+
+        self._close_singles()
+        low = int(starts[0])
+        self._parts.append((buffer[low:int(ends[-1])], starts - low, ends - low, lsns, relation_ids, kinds,
+                            np.full(len(starts), transaction, dtype=np.int64)))
+        self.count += len(starts)
+
+    def _close_singles(self) -> None:
+        import numpy as np
+
+        messages, lsns, relation_ids, kinds, transactions = self._singles
+        if not messages:
+            return
+        lengths = np.fromiter(map(len, messages), dtype=np.int64, count=len(messages))
+        ends = np.cumsum(lengths)
+        self._parts.append((b"".join(messages), ends - lengths, ends, np.array(lsns, dtype=np.int64),
+                            np.array(relation_ids, dtype=np.int64), np.array(kinds, dtype=np.uint8),
+                            np.array(transactions, dtype=np.int64)))
+        self._singles = ([], [], [], [], [])
+
+    def columns(self) -> tuple[bytes, Any, Any, Any, Any, Any, Any]:
+        """All the changes as (buffer, starts, ends, lsns, relation ids, message kinds, transactions), the arrays
+        NumPy's, each message at ``buffer[starts[i]:ends[i]]``."""
+        import numpy as np
+
+        self._close_singles()
+        parts = self._parts
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [len(part[0]) for part in parts[:-1]])
+        lsns, relation_ids, kinds, transactions = (np.concatenate([part[i] for part in parts]) for i in range(3, 7))
+        self._parts = [(b"".join(part[0] for part in parts),
+                        np.concatenate([part[1] + offset for part, offset in zip(parts, offsets, strict=True)]),
+                        np.concatenate([part[2] + offset for part, offset in zip(parts, offsets, strict=True)]),
+                        lsns, relation_ids, kinds, transactions)]
+        return self._parts[0]
+
+    def messages(self) -> Iterator[tuple[bytes, int, int]]:
+        """Each change as (message, LSN, transaction), in position order."""
+        buffer, starts, ends, lsns, _relation_ids, _kinds, transactions = self.columns()
+        for start, end, lsn, transaction in zip(starts.tolist(), ends.tolist(), lsns.tolist(), transactions.tolist(),
+                                                strict=True):
+            yield buffer[start:end], lsn, transaction
 
 
 class ChangeDecoder:
@@ -313,21 +381,74 @@ class ChangeDecoder:
         if known[1] is None or op not in ops:
             self.filtered += 1
             return True  # a table that is not captured, or an operation skipped
+        plain = self._plain_for_begin()
+        plain.add(data, lsn, relation_id, len(plain.begins) - 1)
+        return True
+
+    def _plain_for_begin(self) -> PlainChanges:
         plain = self._plain
         if plain is None:
-            plain = self._plain = PlainChanges([], [], [], [], [], [])
+            plain = self._plain = PlainChanges()
         if not plain.begins or plain.begins[-1][0] is not self.begin:
+            assert self.begin is not None
             plain.begins.append((self.begin, self.begin_lsn, self.last_commit_lsn))
-        plain.messages.append(data)
-        plain.lsns.append(lsn)
-        plain.relation_ids.append(relation_id)
-        plain.ops.append(op)
-        plain.transactions.append(len(plain.begins) - 1)
-        return True
+        return plain
+
+    def take_plain_run(self, block: MessageBlock, at: int, ops: frozenset[str], most: int) -> int:
+        """Take, as ``take_plain`` would, the row changes from message ``at`` of ``block`` on, up to the next message
+        of another kind (or one ``take_plain`` would not take), at most ``most``: NumPy looks at them together.
+        Returns the index of the first message not taken: ``at`` when a run would be too short to gain (under
+        ``MIN_RUN``), which ``take_plain`` then takes a message at a time."""
+        import numpy as np
+
+        end = block.run_end(at)
+        if end - at < MIN_RUN:
+            return at
+        if not self.in_range:
+            return end  # changes of a transaction outside the range: not even decoded
+        if self.begin is None:
+            return at
+        end = min(end, at + most)
+        starts, ends = block.starts[at:end], block.ends[at:end]
+        view = block.view
+        kinds = view[starts]
+        plain = (ends - starts >= 8) & _plain_shape(kinds, view[starts + 5])
+        relation_ids = ((view[starts + 1].astype(np.int64) << 24) | (view[starts + 2].astype(np.int64) << 16)
+                        | (view[starts + 3].astype(np.int64) << 8) | view[starts + 4])
+        taken = np.zeros(end - at, dtype=bool)
+        for relation_id in np.unique(relation_ids[plain]).tolist():
+            known = self.relations.get(relation_id)
+            if known is None:
+                continue  # not known yet: take_plain leaves it to feed
+            of_relation = plain & (relation_ids == relation_id)
+            if known[1] is None:
+                taken |= of_relation  # a table that is not captured
+                continue
+            for kind, op in _OP_OF_KIND.items():
+                if op not in ops:
+                    taken |= of_relation & (kinds == kind)  # an operation skipped
+        recorded = plain & ~taken
+        for relation_id in np.unique(relation_ids[recorded]).tolist():
+            if self.relations.get(relation_id) is None:
+                recorded &= relation_ids != relation_id
+        handled = taken | recorded
+        if handled.all():
+            stop = end - at
+        else:
+            stop = int(np.argmin(handled))  # the first message the run cannot take: feed's
+            if stop < MIN_RUN:
+                return at
+        self.filtered += int(taken[:stop].sum())
+        keep = np.flatnonzero(recorded[:stop])
+        if len(keep):
+            plain_changes = self._plain_for_begin()
+            plain_changes.add_run(block.buffer, starts[keep], ends[keep], block.lsns[at:end][keep],
+                                  relation_ids[keep], kinds[keep], len(plain_changes.begins) - 1)
+        return at + stop
 
     def plain_pending(self) -> int:
         """How many plain changes were taken since the last ``plain_changes``."""
-        return len(self._plain) if self._plain is not None else 0
+        return self._plain.count if self._plain is not None else 0
 
     def plain_changes(self) -> PlainChanges | None:
         """The plain changes taken since the last call (None: none), in position order."""
@@ -337,9 +458,9 @@ class ChangeDecoder:
     def events_of(self, plain: PlainChanges) -> Iterator[ChangeEvent]:
         """Plain changes as the events ``feed`` would have made of them (the block's relations must still be the
         decoder's)."""
-        for index, data in enumerate(plain.messages):
-            begin, begin_lsn, last_commit = plain.begins[plain.transactions[index]]
-            yield from self._changes(plain.lsns[index], pgoutput.decode_message(data), begin, last_commit, begin_lsn)
+        for data, lsn, transaction in plain.messages():
+            begin, begin_lsn, last_commit = plain.begins[transaction]
+            yield from self._changes(lsn, pgoutput.decode_message(data), begin, last_commit, begin_lsn)
 
     def _changes(self, lsn: int, message: pgoutput.Message, begin: pgoutput.Begin, last_commit_lsn: int | None,
                  begin_lsn: int) -> Iterator[ChangeEvent]:
@@ -454,9 +575,10 @@ def copy_out(cur: Cursor, statement: bytes, spool: IO[bytes]) -> None:
         cur.copy_expert(statement, buffered)
 
 
-def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
-              start: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """The (lsn, message) rows of the slot up to ``end``, in the order the server decodes them.
+def peek_blocks(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
+                start: int | None = None) -> Iterator[MessageBlock]:
+    """The (lsn, message) rows of the slot up to ``end``, in the order the server decodes them, in blocks
+    (``MessageBlock``) of about ``_READ_SIZE`` bytes.
 
     The server decodes the whole range into a result set and holds the slot only while it does; the partitions of
     one batch take turns for it (each waits, up to ``wait_seconds``, while another holds it). The rows come by
@@ -481,47 +603,90 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_secon
 
         taking_turns(conn, fetch, wait_seconds)
         spool.seek(0)
-        yield from copy_rows(spool)
+        yield from copy_blocks(spool)
     conn.commit()
 
 
-def _read_to(source: IO[bytes], buffer: bytes, size: int) -> bytes:
-    """``buffer`` and what follows it in ``source``, at least ``size`` bytes unless the source ends first."""
-    while len(buffer) < size:
-        more = source.read(max(_READ_SIZE, size - len(buffer)))
-        if not more:
-            break
-        buffer += more
-    return buffer
+def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
+              start: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """``peek_blocks``' rows one at a time, as (lsn, message)."""
+    for block in peek_blocks(conn, options, end, wait_seconds, start):
+        for index, lsn in enumerate(block.lsn_list):
+            yield lsn, block.message(index)
+
+
+class MessageBlock:
+    """Rows of a peek's COPY output read together (about ``_READ_SIZE`` bytes): the message of row ``i`` is
+    ``buffer[starts[i]:ends[i]]``, its position ``lsns[i]`` (NumPy arrays, and lists of the same for a row at a
+    time)."""
+
+    def __init__(self, buffer: bytes, lsns: list[int], starts: list[int], ends: list[int]) -> None:
+        import numpy as np
+
+        self.buffer = buffer
+        self.lsn_list, self.start_list, self.end_list = lsns, starts, ends
+        self.lsns = np.array(lsns, dtype=np.int64)
+        self.starts = np.array(starts, dtype=np.int64)
+        self.ends = np.array(ends, dtype=np.int64)
+        # the bytes, with 8 more after the last (a short message's fields can be looked at without a bound check)
+        self.view = np.frombuffer(buffer + bytes(8), dtype=np.uint8)
+        kinds = np.where(self.ends > self.starts, self.view[self.starts], 0)
+        self._breaks = np.flatnonzero((kinds != 73) & (kinds != 85) & (kinds != 68))  # not a row change
+
+    def __len__(self) -> int:
+        return len(self.start_list)
+
+    def message(self, index: int) -> bytes:
+        return self.buffer[self.start_list[index]:self.end_list[index]]
+
+    def run_end(self, at: int) -> int:
+        """The index of the first message from ``at`` on that is not a row change (insert, update, delete)."""
+        following = int(self._breaks.searchsorted(at))
+        return int(self._breaks[following]) if following < len(self._breaks) else len(self)
 
 
 def copy_rows(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     """The (int8, bytea) rows of a ``COPY ... TO STDOUT (FORMAT binary)`` output, read in steps of ``_READ_SIZE``."""
+    for block in copy_blocks(source):
+        for index, lsn in enumerate(block.lsn_list):
+            yield lsn, block.message(index)
+
+
+def copy_blocks(source: IO[bytes]) -> Iterator[MessageBlock]:
+    """The (int8, bytea) rows of a ``COPY ... TO STDOUT (FORMAT binary)`` output, a block (``MessageBlock``) for each
+    read of ``_READ_SIZE`` bytes (or of one row, when it is longer)."""
     header = source.read(len(_COPY_SIGNATURE) + 8)
     if header[:len(_COPY_SIGNATURE)] != _COPY_SIGNATURE:
         raise DecodingError("the server's COPY output does not start as PostgreSQL's binary format does")
     source.read(int.from_bytes(header[-4:], "big"))  # the header's extension area, if any
-    buffer, at = b"", 0
-    row = _COPY_ROW
+    unpack, size = _COPY_ROW.unpack_from, _COPY_ROW.size
+    buffer, missing = b"", size  # what was read of rows not yet handed on, and at least how much more they need
     while True:
-        if len(buffer) - at < row.size:
-            buffer, at = _read_to(source, buffer[at:], row.size), 0
-            if len(buffer) < row.size:
-                if buffer == _COPY_TRAILER:
-                    return
-                raise DecodingError("the server's COPY output ends without its trailer" if len(buffer) < 2 else
-                                    "the server's COPY output ends inside a row")
-        fields, lsn_length, lsn, length = row.unpack_from(buffer, at)  # the trailer is the output's last 2 bytes
-        if fields != 2 or lsn_length != 8 or length < 0:
-            raise DecodingError(f"unexpected row in the server's COPY output ({fields} fields)")
-        data_at = at + row.size
-        if len(buffer) < data_at + length:  # the message goes on past what was read
-            buffer, at = _read_to(source, buffer[at:], row.size + length), 0
-            data_at = row.size
-            if len(buffer) < data_at + length:
-                raise DecodingError("the server's COPY output ends inside a row")
-        yield lsn, buffer[data_at:data_at + length]
-        at = data_at + length
+        more = source.read(max(_READ_SIZE, missing))
+        if not more:
+            if buffer == _COPY_TRAILER:
+                return
+            raise DecodingError("the server's COPY output ends without its trailer" if len(buffer) < 2 else
+                                "the server's COPY output ends inside a row")
+        buffer += more
+        at, total = 0, len(buffer)
+        lsns: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        while total - at >= size:
+            fields, lsn_length, lsn, length = unpack(buffer, at)
+            if fields != 2 or lsn_length != 8 or length < 0:
+                raise DecodingError(f"unexpected row in the server's COPY output ({fields} fields)")
+            if total < at + size + length:
+                break  # the message goes on past what was read
+            lsns.append(lsn)
+            starts.append(at + size)
+            at += size + length
+            ends.append(at)
+        if starts:
+            yield MessageBlock(buffer, lsns, starts, ends)
+        buffer = buffer[at:]
+        missing = (size + int.from_bytes(buffer[14:18], "big") if len(buffer) >= size else size) - len(buffer)
 
 
 def taking_turns(conn: Connection, peek: Callable[[], T], wait_seconds: float = 60.0) -> T:
