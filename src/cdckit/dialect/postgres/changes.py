@@ -689,11 +689,18 @@ def copy_blocks(source: IO[bytes]) -> Iterator[MessageBlock]:
         missing = (size + int.from_bytes(buffer[14:18], "big") if len(buffer) >= size else size) - len(buffer)
 
 
+_TURN_POLL = 0.02
+
+
 def taking_turns(conn: Connection, peek: Callable[[], T], wait_seconds: float = 60.0) -> T:
     """Run a ``peek`` of the slot, waiting (up to ``wait_seconds``) while another partition of the batch holds the
-    slot: a slot decodes for one session at a time, and the partitions of one batch take turns for it."""
+    slot: a slot decodes for one session at a time, and the partitions of one batch take turns for it.
+
+    The server cannot be asked to wait for a slot, so the peek is tried again, every ``_TURN_POLL`` seconds at most:
+    the other partition's decoding takes a tenth of a second or so, and each second try of a longer step would idle
+    the batch's last partition for a part of it. A try that finds the slot taken costs the server next to nothing."""
     deadline = time.monotonic() + wait_seconds
-    delay = 0.01
+    delay = _TURN_POLL / 4
     while True:
         try:
             return peek()
@@ -702,7 +709,7 @@ def taking_turns(conn: Connection, peek: Callable[[], T], wait_seconds: float = 
             if time.monotonic() + delay > deadline:
                 raise
             time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+            delay = min(delay * 2, _TURN_POLL)
 
 
 def as_bytes(data: object) -> bytes:
