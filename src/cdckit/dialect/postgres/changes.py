@@ -415,23 +415,21 @@ class ChangeDecoder:
         plain = (ends - starts >= 8) & _plain_shape(kinds, view[starts + 5])
         relation_ids = ((view[starts + 1].astype(np.int64) << 24) | (view[starts + 2].astype(np.int64) << 16)
                         | (view[starts + 3].astype(np.int64) << 8) | view[starts + 4])
-        taken = np.zeros(end - at, dtype=bool)
+        handled = np.zeros(end - at, dtype=bool)  # plain changes of a known relation
+        taken = np.zeros(end - at, dtype=bool)  # of them, those left out (take_plain counts them as filtered)
         for relation_id in np.unique(relation_ids[plain]).tolist():
             known = self.relations.get(relation_id)
             if known is None:
                 continue  # not known yet: take_plain leaves it to feed
             of_relation = plain & (relation_ids == relation_id)
+            handled |= of_relation
             if known[1] is None:
                 taken |= of_relation  # a table that is not captured
                 continue
             for kind, op in _OP_OF_KIND.items():
                 if op not in ops:
                     taken |= of_relation & (kinds == kind)  # an operation skipped
-        recorded = plain & ~taken
-        for relation_id in np.unique(relation_ids[recorded]).tolist():
-            if self.relations.get(relation_id) is None:
-                recorded &= relation_ids != relation_id
-        handled = taken | recorded
+        recorded = handled & ~taken
         if handled.all():
             stop = end - at
         else:
