@@ -39,6 +39,7 @@ from cdckit.dialect.incremental import Progress
 from cdckit.dialect.postgres import incremental, pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, captured_names, select_tables, table_from_relation
 from cdckit.dialect.postgres.changes import (
+    OP_OF_KIND,
     PLAIN_TUPLE_AT,
     ChangeDecoder,
     PendingChanges,
@@ -593,13 +594,13 @@ def _in_order(order: list[Any], parts: list[list[pa.Array]]) -> list[pa.Array]:
 
 
 def _op_names(kinds: Any) -> pa.Array:
-    """The ops ('c', 'u', 'd') of plain changes from their message kinds ('I', 'U', 'D': a NumPy array)."""
+    """The ops ('c', 'u', 'd') of plain changes from their message kinds (a NumPy array; ``OP_OF_KIND``)."""
     import numpy as np
 
     index = np.zeros(256, dtype=np.int8)
-    for at, kind in enumerate(b"IUD"):
+    for at, kind in enumerate(OP_OF_KIND):
         index[kind] = at
-    return pa.array(["c", "u", "d"]).take(pa.array(index[kinds]))
+    return pa.array(list(OP_OF_KIND.values())).take(pa.array(index[kinds]))
 
 
 class _TransactionColumns:

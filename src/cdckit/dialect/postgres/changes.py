@@ -13,7 +13,6 @@ skips, on decoding, transactions whose commit record starts before the slot's co
 from __future__ import annotations
 
 import functools
-import io
 import logging
 import struct
 import tempfile
@@ -24,10 +23,10 @@ from typing import IO, Any, TypeVar
 
 import psycopg2.errors
 from psycopg2.extensions import connection as Connection
-from psycopg2.extensions import cursor as Cursor
 
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
+from cdckit.dialect.postgres.connection import SPOOL_MEMORY, copy_out
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
@@ -229,12 +228,15 @@ MIN_RUN = 16
 
 
 def _plain_shape(kinds: Any, tuple_kinds: Any) -> Any:
-    """Which messages (their kinds, and the byte after the relation id) are plain changes (``_PLAIN_SHAPES``)."""
-    return (((kinds == 73) | (kinds == 85)) & (tuple_kinds == 78)) | (
-        (kinds == 68) & ((tuple_kinds == 75) | (tuple_kinds == 79)))
+    """Which messages (their kinds, and the byte after the relation id: NumPy arrays) are plain changes
+    (``_PLAIN_SHAPES``)."""
+    found = kinds != kinds
+    for kind, tuple_kind in _PLAIN_SHAPES:
+        found |= (kinds == kind) & (tuple_kinds == tuple_kind)
+    return found
 
 
-_OP_OF_KIND = {73: "c", 85: "u", 68: "d"}  # 'I', 'U', 'D'
+OP_OF_KIND = {ord("I"): "c", ord("U"): "u", ord("D"): "d"}  # a row change's message kind: its op
 
 
 class PlainChanges:
@@ -426,7 +428,7 @@ class ChangeDecoder:
             if known[1] is None:
                 taken |= of_relation  # a table that is not captured
                 continue
-            for kind, op in _OP_OF_KIND.items():
+            for kind, op in OP_OF_KIND.items():
                 if op not in ops:
                     taken |= of_relation & (kinds == kind)  # an operation skipped
         recorded = handled & ~taken
@@ -541,36 +543,12 @@ _SKIPPED_BEFORE_START = [ord(kind) for kind in "IUDTM"]
 
 
 # A peek's rows come as COPY's binary format: no hex text of each message to make on the server and read back, and
-# no Python tuple per row from the driver. Up to SPOOL_MEMORY bytes of them stay in memory, the rest goes to a
-# temporary file, so a task's memory does not grow with its range.
-SPOOL_MEMORY = 32 * 1024 * 1024
+# no Python tuple per row from the driver. They are spooled (``connection.SPOOL_MEMORY`` bytes in memory, the rest in
+# a temporary file), so a task's memory does not grow with its range.
 _COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _COPY_TRAILER = b"\xff\xff"
 _COPY_ROW = struct.Struct(">hiqi")  # fields (2), the LSN's length (8), the LSN, the message's length
 _READ_SIZE = 1024 * 1024
-
-
-class _IntoSpool(io.RawIOBase):
-    """The raw end of ``copy_out``'s buffer: what the buffer hands on goes to the spool."""
-
-    def __init__(self, spool: IO[bytes]) -> None:
-        super().__init__()
-        self.spool = spool
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:  # a memoryview of the buffer, valid during the call
-        self.spool.write(data)
-        return len(data)
-
-
-def copy_out(cur: Cursor, statement: bytes, spool: IO[bytes]) -> None:
-    """Run ``COPY ... TO STDOUT`` into ``spool`` through a buffer of ``_READ_SIZE`` bytes. psycopg2 writes each row
-    on its own, and a spooled file's ``write`` is Python code: the buffer's is not, and the spool gets a write a
-    megabyte."""
-    with io.BufferedWriter(_IntoSpool(spool), buffer_size=_READ_SIZE) as buffered:
-        cur.copy_expert(statement, buffered)
 
 
 def peek_blocks(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,
@@ -609,8 +587,7 @@ def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_secon
               start: int | None = None) -> Iterator[tuple[int, bytes]]:
     """``peek_blocks``' rows one at a time, as (lsn, message)."""
     for block in peek_blocks(conn, options, end, wait_seconds, start):
-        for index, lsn in enumerate(block.lsn_list):
-            yield lsn, block.message(index)
+        yield from block.rows()
 
 
 class MessageBlock:
@@ -629,13 +606,18 @@ class MessageBlock:
         # the bytes, with 8 more after the last (a short message's fields can be looked at without a bound check)
         self.view = np.frombuffer(buffer + bytes(8), dtype=np.uint8)
         kinds = np.where(self.ends > self.starts, self.view[self.starts], 0)
-        self._breaks = np.flatnonzero((kinds != 73) & (kinds != 85) & (kinds != 68))  # not a row change
+        self._breaks = np.flatnonzero(~np.isin(kinds, list(OP_OF_KIND)))  # not a row change
 
     def __len__(self) -> int:
         return len(self.start_list)
 
     def message(self, index: int) -> bytes:
         return self.buffer[self.start_list[index]:self.end_list[index]]
+
+    def rows(self) -> Iterator[tuple[int, bytes]]:
+        """The block's rows one at a time, as (lsn, message)."""
+        for index, lsn in enumerate(self.lsn_list):
+            yield lsn, self.message(index)
 
     def run_end(self, at: int) -> int:
         """The index of the first message from ``at`` on that is not a row change (insert, update, delete)."""
@@ -646,8 +628,7 @@ class MessageBlock:
 def copy_rows(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     """The (int8, bytea) rows of a ``COPY ... TO STDOUT (FORMAT binary)`` output, read in steps of ``_READ_SIZE``."""
     for block in copy_blocks(source):
-        for index, lsn in enumerate(block.lsn_list):
-            yield lsn, block.message(index)
+        yield from block.rows()
 
 
 def copy_blocks(source: IO[bytes]) -> Iterator[MessageBlock]:

@@ -6,8 +6,9 @@ under the same session settings, so one conversion table serves both paths.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 import psycopg2
 import psycopg2.extensions
@@ -85,3 +86,33 @@ def describe_connection_failure(message: str, kwargs: Mapping[str, Any]) -> str:
         return (f"cannot reach a database server at {where} ({detail}); check database.hostname and "
                 f"database.port, and that the server accepts TCP connections")
     return f"connecting to {where} as {kwargs['user']!r} failed: {detail}"
+
+
+# A COPY's output is spooled: up to SPOOL_MEMORY bytes in memory, the rest in a temporary file, so a task's memory
+# does not grow with what it reads. psycopg2 hands each row to the spool on its own, through a buffer of
+# COPY_BUFFER bytes.
+SPOOL_MEMORY = 32 * 1024 * 1024
+COPY_BUFFER = 1024 * 1024
+
+
+class _IntoSpool(io.RawIOBase):
+    """The raw end of ``copy_out``'s buffer: what the buffer hands on goes to the spool."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        super().__init__()
+        self.spool = spool
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:  # a memoryview of the buffer, valid during the call
+        self.spool.write(data)
+        return len(data)
+
+
+def copy_out(cur: psycopg2.extensions.cursor, statement: bytes, spool: IO[bytes]) -> None:
+    """Run ``COPY ... TO STDOUT`` into ``spool`` through a buffer of ``COPY_BUFFER`` bytes. psycopg2 writes each row
+    on its own, and a spooled file's ``write`` is Python code: the buffer's is not, and the spool gets a write a
+    megabyte."""
+    with io.BufferedWriter(_IntoSpool(spool), buffer_size=COPY_BUFFER) as buffered:
+        cur.copy_expert(statement, buffered)

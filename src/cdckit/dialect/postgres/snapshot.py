@@ -20,8 +20,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.catalog import TableInfo
-from cdckit.dialect.postgres.changes import SPOOL_MEMORY, copy_out
-from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.connection import SPOOL_MEMORY, connect, copy_out
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
 
@@ -184,8 +183,8 @@ def fetch_blocks(conn: Connection, cursor_name: str, query: sql.Composable, para
             raise _not_utf8(table, exc.reason) from None
 
 
-# A chunk's COPY output is spooled as a stream peek's is (SPOOL_MEMORY bytes in memory, the rest in a temporary
-# file); Arrow's CSV reader parses it CSV_BLOCK_BYTES at a time (a row longer than that: one block for the chunk).
+# A chunk's COPY output is spooled (SPOOL_MEMORY bytes in memory, the rest in a temporary file); Arrow's CSV
+# reader parses it CSV_BLOCK_BYTES at a time (a row longer than that: one block for the chunk).
 CSV_BLOCK_BYTES = 4 * 1024 * 1024
 
 
