@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ from cdckit.spark.progress import IDLE_INTERVAL, ProgressListener, listen
 from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.state import join
+
+log = logging.getLogger("cdckit")
 
 
 @dataclass
@@ -52,6 +56,44 @@ class StreamReport:
         return sum(self.events_per_topic.values())
 
 
+class SmallBatches:
+    """Says once, in the job's log, that a stream catches up in micro-batches too small for Spark.
+
+    ``max.batch.size`` bounds a micro-batch, as it bounds a Debezium connector's batch, and keeps Debezium's
+    default (2048). A micro-batch also costs Spark a fixed time whatever its size (planning it, its offset and
+    commit logs, launching its tasks), so batches of a few thousand changes bound a catch-up to a few thousand
+    changes a second (decision 0022). When ``BATCHES`` micro-batches in a row each held at least half of
+    a ``max.batch.size`` under ``BELOW``, the stream is working through a backlog in such batches: the warning names
+    the setting, the rate seen, and what to do."""
+
+    BATCHES = 3
+    BELOW = 10_000
+
+    def __init__(self, max_batch_size: int) -> None:
+        self.max_batch_size = max_batch_size
+        self.said = max_batch_size >= self.BELOW
+        self.full: list[tuple[float, int]] = []  # (when the batch began, its records), of the full run so far
+
+    def batch(self, began: float, records: int) -> None:
+        if self.said:
+            return
+        if not self.max_batch_size or records * 2 < self.max_batch_size:
+            self.full = []
+            return
+        self.full.append((began, records))
+        if len(self.full) < self.BATCHES:
+            return
+        self.said = True
+        seconds = time.monotonic() - self.full[0][0]
+        total = sum(records for _, records in self.full)
+        log.warning("the stream is catching up a backlog in small micro-batches: %d in a row were full at "
+                    "max.batch.size=%d, %s records/s. Each micro-batch also costs Spark a fixed time (planning it, "
+                    "its offset and commit logs, launching its tasks), which batches this small do not share out; "
+                    "raise max.batch.size (the benchmarks use 50000 and 200000; memory does not grow with it) to "
+                    "catch up faster", len(self.full), self.max_batch_size,
+                    f"{total / seconds:,.0f}" if seconds > 0 else "?")
+
+
 def run_query(spark: SparkSession, config: Config, source_format: str, options: Mapping[str, str],
               query_name: str, report: StreamReport,
               on_batch: Callable[[int, WriteSummary], None] | None = None,
@@ -73,8 +115,10 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     enough = threading.Event()
     last_batch_id = [-1]
     max_batches = config.int("cdckit.stream.max.batches")
+    small_batches = SmallBatches(config.int("max.batch.size"))
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
         controls: list[str] = []
         summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions,
                              source_wrote=source_wrote, topics=batch_topics)
@@ -86,6 +130,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
             observer.poll_health(every_s=2.0)  # a query to the source at most every 2 s
             observer.publish("batch")
         totals.update(summary)
+        small_batches.batch(began, sum(summary.values()))
         report.batches += 1
         last_batch_id[0] = batch_id
         if on_batch is not None:

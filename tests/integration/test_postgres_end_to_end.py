@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ def test_schemas_disabled_and_replica_identity_full(postgres: Any, spark: Any, d
 
 
 def test_slot_confirmed_flush_advances_after_batches_commit(postgres: Any, spark: Any, database: str,
-                                                           workdir: Path) -> None:
+                                                           workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.t (id integer PRIMARY KEY)")
     config = make_config(postgres, database, workdir, **{"max.batch.size": "10"})
@@ -167,16 +168,25 @@ def test_slot_confirmed_flush_advances_after_batches_commit(postgres: Any, spark
     assert confirmed() == parse_lsn(snapshot.consistent_point)
     execute(dsn, *[f"INSERT INTO public.t VALUES ({i})" for i in range(25)])
     seen_during_batches: list[int] = []
-    first = run_stream(spark, config, on_batch=lambda batch_id, summary: seen_during_batches.append(confirmed()))
+    with caplog.at_level(logging.WARNING, logger="cdckit"):
+        first = run_stream(spark, config,
+                           on_batch=lambda batch_id, summary: seen_during_batches.append(confirmed()))
     assert first.batches == 3  # 25 single-row transactions, at most 10 changes per batch
+    # three full batches in a row (10, 10, 5): the job says once that the batches are small for a backlog
+    hints = [r.getMessage() for r in caplog.records if "small micro-batches" in r.getMessage()]
+    assert len(hints) == 1 and "3 in a row were full at max.batch.size=10" in hints[0]
+    assert "raise max.batch.size" in hints[0]
+    caplog.clear()
     # While batch N is being written, the slot holds everything after batch N-1: WAL is released batch by batch,
     # never ahead of what Spark has committed.
     assert seen_during_batches[0] == parse_lsn(snapshot.consistent_point)
     assert seen_during_batches == sorted(set(seen_during_batches))
     assert confirmed() == parse_lsn(first.last_offset or "0/0")
     execute(dsn, "INSERT INTO public.t VALUES (100)")
-    second = run_stream(spark, config)
+    with caplog.at_level(logging.WARNING, logger="cdckit"):
+        second = run_stream(spark, config)
     assert second.batches == 1
+    assert "small micro-batches" not in caplog.text  # one batch is no backlog
     assert confirmed() == parse_lsn(second.last_offset or "0/0") > parse_lsn(first.last_offset or "0/0")
     assert len(replay(config, "it.public.t")) == 26
 
