@@ -43,7 +43,7 @@ import psutil
 import psycopg2
 
 from cdckit.config import Config, validate
-from cdckit.config.properties import POSTGRES_CONNECTOR
+from cdckit.config.properties import BY_NAME, POSTGRES_CONNECTOR
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.pipeline import run_snapshot, run_stream, stream_options
@@ -618,6 +618,11 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         create_slot(properties, bootstrap, work / "stream", **stream, table_include="public.orders", partitions=4)
         stream_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
         run_snapshot(bench.spark, stream_config, data=False)
+        # the same backlog once more at max.batch.size's default, which Debezium Server runs with
+        default_batch = str(BY_NAME["max.batch.size"].default)
+        default_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data",
+                                                                    "max.batch.size": default_batch})
+        run_snapshot(bench.spark, default_config, data=False)
         bench.update_rows("public.orders", changes)
         debezium_stream = run_debezium(properties, bootstrap, work / "stream", snapshot_mode="no_data",
                                        expected_records=changes, **stream, **common)
@@ -625,13 +630,20 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         streamed = run_stream(bench.spark, stream_config)
         seconds = time.perf_counter() - started
         cdckit_stream = {"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
-                         "records_per_s": streamed.events / seconds}
+                         "records_per_s": streamed.events / seconds,
+                         "max_batch_size": stream_config.int("max.batch.size")}
+        started = time.perf_counter()
+        streamed = run_stream(bench.spark, default_config)
+        seconds = time.perf_counter() - started
+        cdckit_default = {"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
+                          "records_per_s": streamed.events / seconds, "max_batch_size": int(default_batch)}
     finally:
         broker.stop()
     bench.drop_slots()
     return {"rows": rows, "changes": changes, "producer": producer,
             "snapshot": {"debezium": debezium_snapshot, "cdckit": cdckit_snapshot},
-            "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream}}
+            "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream},
+            "stream_defaults": {"debezium": debezium_stream, "cdckit": cdckit_default}}
 
 
 def measure_delta(rows: int, changes: int) -> dict[str, Any]:
@@ -891,11 +903,19 @@ def debezium_section(result: dict[str, Any] | None) -> list[str]:
              f"connector start (the time to its first record).", "",
              "| what | Debezium total | Debezium steady | cdckit | cdckit / Debezium (total) |",
              "|---|---|---|---|---|"]
-    for key, label in (("snapshot", f"snapshot, {result['rows']:,} rows"),
-                       ("stream", f"stream, backlog of {result['changes']:,} updates")):
+    rows = [("snapshot", f"snapshot, {result['rows']:,} rows"),
+            ("stream", f"stream, backlog of {result['changes']:,} updates")]
+    if "stream_defaults" in result:  # runs before 2026-11-27 13:00 measured cdckit at 50,000 only
+        rows[1] = ("stream", rows[1][1] + f" (cdckit's `max.batch.size` "
+                             f"{result['stream']['cdckit']['max_batch_size']:,})")
+        rows.append(("stream_defaults", f"the same backlog, cdckit at `max.batch.size`'s default, "
+                                        f"{result['stream_defaults']['cdckit']['max_batch_size']:,}, as Debezium"))
+    for key, label in rows:
         dbz, ours = result[key]["debezium"], result[key]["cdckit"]
-        lines.append(f"| {label} | {dbz['records_per_s']:,.0f} records/s ({dbz['seconds']:.1f} s, first record "
-                     f"after {dbz['startup_s']:.1f} s) | {dbz['steady_records_per_s']:,.0f} records/s | "
+        theirs = (f"{dbz['records_per_s']:,.0f} records/s ({dbz['seconds']:.1f} s, first record after "
+                  f"{dbz['startup_s']:.1f} s) | {dbz['steady_records_per_s']:,.0f} records/s"
+                  if key != "stream_defaults" else "the same run | ")
+        lines.append(f"| {label} | {theirs} | "
                      f"{ours['records_per_s']:,.0f} records/s ({ours['seconds']:.1f} s) | "
                      f"{ours['records_per_s'] / dbz['records_per_s']:.2f}x |")
     return lines
