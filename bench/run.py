@@ -619,24 +619,20 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         stream_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
         run_snapshot(bench.spark, stream_config, data=False)
         # the same backlog once more at max.batch.size's default, which Debezium Server runs with
-        default_batch = str(BY_NAME["max.batch.size"].default)
-        default_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data",
-                                                                    "max.batch.size": default_batch})
+        default_config = bench.config("public\\.orders", **kafka, **{
+            "snapshot.mode": "no_data", "max.batch.size": str(BY_NAME["max.batch.size"].default)})
         run_snapshot(bench.spark, default_config, data=False)
         bench.update_rows("public.orders", changes)
         debezium_stream = run_debezium(properties, bootstrap, work / "stream", snapshot_mode="no_data",
                                        expected_records=changes, **stream, **common)
-        started = time.perf_counter()
-        streamed = run_stream(bench.spark, stream_config)
-        seconds = time.perf_counter() - started
-        cdckit_stream = {"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
-                         "records_per_s": streamed.events / seconds,
-                         "max_batch_size": stream_config.int("max.batch.size")}
-        started = time.perf_counter()
-        streamed = run_stream(bench.spark, default_config)
-        seconds = time.perf_counter() - started
-        cdckit_default = {"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
-                          "records_per_s": streamed.events / seconds, "max_batch_size": int(default_batch)}
+        measured = []
+        for each in (stream_config, default_config):
+            started = time.perf_counter()
+            streamed = run_stream(bench.spark, each)
+            seconds = time.perf_counter() - started
+            measured.append({"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
+                             "records_per_s": streamed.events / seconds, "max_batch_size": each.int("max.batch.size")})
+        cdckit_stream, cdckit_default = measured
     finally:
         broker.stop()
     bench.drop_slots()

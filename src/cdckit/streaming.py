@@ -72,26 +72,29 @@ class SmallBatches:
     def __init__(self, max_batch_size: int) -> None:
         self.max_batch_size = max_batch_size
         self.said = max_batch_size >= self.BELOW
-        self.full: list[tuple[float, int]] = []  # (when the batch began, its records), of the full run so far
+        # the full batches in a row so far: how many, when the first began, and their records
+        self.full, self.since, self.records = 0, 0.0, 0
 
     def batch(self, began: float, records: int) -> None:
         if self.said:
             return
-        if not self.max_batch_size or records * 2 < self.max_batch_size:
-            self.full = []
+        if records * 2 < self.max_batch_size:
+            self.full, self.records = 0, 0
             return
-        self.full.append((began, records))
-        if len(self.full) < self.BATCHES:
+        if not self.full:
+            self.since = began
+        self.full += 1
+        self.records += records
+        if self.full < self.BATCHES:
             return
         self.said = True
-        seconds = time.monotonic() - self.full[0][0]
-        total = sum(records for _, records in self.full)
+        seconds = time.monotonic() - self.since
         log.warning("the stream is catching up a backlog in small micro-batches: %d in a row were full at "
                     "max.batch.size=%d, %s records/s. Each micro-batch also costs Spark a fixed time (planning it, "
                     "its offset and commit logs, launching its tasks), which batches this small do not share out; "
                     "raise max.batch.size (the benchmarks use 50000 and 200000; memory does not grow with it) to "
-                    "catch up faster", len(self.full), self.max_batch_size,
-                    f"{total / seconds:,.0f}" if seconds > 0 else "?")
+                    "catch up faster", self.full, self.max_batch_size,
+                    f"{self.records / seconds:,.0f}" if seconds > 0 else "?")
 
 
 def run_query(spark: SparkSession, config: Config, source_format: str, options: Mapping[str, str],

@@ -230,7 +230,9 @@ MIN_RUN = 16
 def _plain_shape(kinds: Any, tuple_kinds: Any) -> Any:
     """Which messages (their kinds, and the byte after the relation id: NumPy arrays) are plain changes
     (``_PLAIN_SHAPES``)."""
-    found = kinds != kinds
+    import numpy as np
+
+    found = np.zeros(len(kinds), dtype=bool)
     for kind, tuple_kind in _PLAIN_SHAPES:
         found |= (kinds == kind) & (tuple_kinds == tuple_kind)
     return found
