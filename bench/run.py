@@ -180,6 +180,15 @@ class Bench:
         seconds = time.perf_counter() - started
         return {"rows": report.rows, "seconds": seconds, "rows_per_s": report.rows / seconds}
 
+    def stream(self, config: Config, unit: str = "events") -> dict[str, Any]:
+        """Run ``config``'s stream to the end of what its slot holds, timed: its ``unit`` (events, or records for
+        the side by side with Debezium) and their rate, batches, seconds and ``max.batch.size``."""
+        started = time.perf_counter()
+        report = run_stream(self.spark, config)
+        seconds = time.perf_counter() - started
+        return {unit: report.events, "batches": report.batches, "seconds": seconds,
+                f"{unit}_per_s": report.events / seconds, "max_batch_size": config.int("max.batch.size")}
+
 
 @contextmanager
 def peak_memory() -> Iterator[dict[str, float]]:
@@ -245,13 +254,7 @@ def measure_stream(bench: Bench, changes: int) -> dict[str, Any]:
     bench.sql("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
     bench.update_rows("public.orders", changes)
     raw = bench.raw_decoding_rate("bench_raw", config.str("publication.name"))
-    measured = []
-    for each in (config, large):
-        started = time.perf_counter()
-        report = run_stream(bench.spark, each)
-        seconds = time.perf_counter() - started
-        measured.append({"events": report.events, "batches": report.batches, "seconds": seconds,
-                         "events_per_s": report.events / seconds, "max_batch_size": each.int("max.batch.size")})
+    measured = [bench.stream(each) for each in (config, large)]
     bench.sql("SELECT pg_drop_replication_slot('bench_raw')")
     result = {"changes": changes, "raw": raw, "cdckit": measured[0], "large_batches": measured[1]}
     result["ratio_to_raw"] = raw["messages_per_s"] / result["cdckit"]["events_per_s"]
@@ -625,14 +628,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         bench.update_rows("public.orders", changes)
         debezium_stream = run_debezium(properties, bootstrap, work / "stream", snapshot_mode="no_data",
                                        expected_records=changes, **stream, **common)
-        measured = []
-        for each in (stream_config, default_config):
-            started = time.perf_counter()
-            streamed = run_stream(bench.spark, each)
-            seconds = time.perf_counter() - started
-            measured.append({"records": streamed.events, "batches": streamed.batches, "seconds": seconds,
-                             "records_per_s": streamed.events / seconds, "max_batch_size": each.int("max.batch.size")})
-        cdckit_stream, cdckit_default = measured
+        cdckit_stream, cdckit_default = (bench.stream(each, "records") for each in (stream_config, default_config))
     finally:
         broker.stop()
     bench.drop_slots()
