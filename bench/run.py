@@ -60,13 +60,14 @@ TABLE_FILL = ("INSERT INTO {name} SELECT g, 'customer-' || (g % 5000), (g % 1000
 QUICK = {"rows": 200_000, "memory_rows": (50_000, 400_000), "scaling_rows": (25_000, 100_000, 400_000),
          "tables": (1, 10, 50), "tables_total_rows": 100_000, "partitions": (1, 2, 4, 8),
          "stream_changes": 100_000, "latency_rates": (20, 200), "latency_seconds": 12, "kafka_rows": 100_000,
-         "profile_events": 20_000, "stages_rows": 200_000, "debezium_rows": 100_000, "debezium_changes": 50_000}
+         "profile_events": 20_000, "stages_rows": 200_000, "debezium_rows": 100_000, "debezium_changes": 50_000,
+         "repeats": 1}
 FULL = {"rows": 1_000_000, "memory_rows": (1_000_000, 10_000_000), "scaling_rows": (100_000, 1_000_000, 10_000_000),
         "tables": (1, 20, 200), "tables_total_rows": 1_000_000, "partitions": (1, 2, 4, 8, 16),
         "stream_changes": 500_000, "latency_rates": (10, 100, 1000, 5000), "latency_seconds": 30,
         "kafka_rows": 1_000_000,
         "profile_events": 100_000, "stages_rows": 1_000_000, "debezium_rows": 1_000_000,
-        "debezium_changes": 500_000}
+        "debezium_changes": 500_000, "repeats": 3}
 
 
 class Bench:
@@ -190,6 +191,13 @@ class Bench:
                 f"{unit}_per_s": report.events / seconds, "max_batch_size": config.int("max.batch.size")}
 
 
+def median_run(runs: list[dict[str, Any]], rate: str) -> dict[str, Any]:
+    """The run of median ``rate`` (of an even count, the lower middle one), with every run's ``rate`` in the order
+    they ran under ``runs``: the goals' figures, since one run's rate on this machine varies by a fifth or more."""
+    ordered = sorted(runs, key=lambda run: float(run[rate]))
+    return {**ordered[(len(ordered) - 1) // 2], "runs": [run[rate] for run in runs]}
+
+
 @contextmanager
 def peak_memory() -> Iterator[dict[str, float]]:
     """Peak RSS (MB) of this process, its JVM, and its Python workers, sampled every 50 ms."""
@@ -229,12 +237,14 @@ def warm_up(bench: Bench) -> dict[str, Any]:
     return result
 
 
-def measure_snapshot(bench: Bench, rows: int) -> dict[str, Any]:
+def measure_snapshot(bench: Bench, rows: int, repeats: int = 1) -> dict[str, Any]:
+    """cdckit's snapshot of ``rows`` rows into the files sink (``repeats`` times: the median run) and COPY's."""
     bench.table("public.orders", rows)
     result = {"rows": rows, "copy_1": bench.copy_rate("public.orders", 1),
               "copy_n": bench.copy_rate("public.orders", os.cpu_count() or 2)}
     with peak_memory() as memory:
-        result["cdckit"] = bench.snapshot("public\\.orders")
+        runs = [bench.snapshot("public\\.orders") for _ in range(repeats)]
+    result["cdckit"] = median_run(runs, "rows_per_s") if repeats > 1 else runs[0]
     result["memory"] = memory
     result["cdckit"]["mb_per_s"] = result["copy_1"]["mb"] / result["cdckit"]["seconds"]
     result["ratio_to_copy_n"] = result["copy_n"]["rows_per_s"] / result["cdckit"]["rows_per_s"]
@@ -245,18 +255,22 @@ def measure_snapshot(bench: Bench, rows: int) -> dict[str, Any]:
 LARGE_BATCH = 200_000  # the stream backlog again with larger micro-batches: what a batch's fixed cost takes
 
 
-def measure_stream(bench: Bench, changes: int) -> dict[str, Any]:
+def measure_stream(bench: Bench, changes: int, repeats: int = 1) -> dict[str, Any]:
+    """cdckit's stream of a backlog of ``changes`` updates into the files sink (``repeats`` times, each from a slot
+    of its own made before the updates: the median run), once more in larger batches, and raw decoding's."""
     bench.table("public.orders", changes)
-    config = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
+    configs = [bench.config("public\\.orders", **{"snapshot.mode": "no_data"}) for _ in range(repeats)]
     large = bench.config("public\\.orders", **{"snapshot.mode": "no_data", "max.batch.size": str(LARGE_BATCH)})
-    for each in (config, large):
+    for each in (*configs, large):
         run_snapshot(bench.spark, each, data=False)  # slot and publication, no rows
     bench.sql("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
     bench.update_rows("public.orders", changes)
-    raw = bench.raw_decoding_rate("bench_raw", config.str("publication.name"))
-    measured = [bench.stream(each) for each in (config, large)]
+    raw = bench.raw_decoding_rate("bench_raw", configs[0].str("publication.name"))
+    runs = [bench.stream(each) for each in configs]
+    larger = bench.stream(large)
     bench.sql("SELECT pg_drop_replication_slot('bench_raw')")
-    result = {"changes": changes, "raw": raw, "cdckit": measured[0], "large_batches": measured[1]}
+    result = {"changes": changes, "raw": raw, "cdckit": median_run(runs, "events_per_s") if repeats > 1 else runs[0],
+              "large_batches": larger}
     result["ratio_to_raw"] = raw["messages_per_s"] / result["cdckit"]["events_per_s"]
     bench.drop_slots()
     return result
@@ -585,10 +599,11 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
             "files_sink_batch_ms": per_batch}
 
 
-def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
+def measure_debezium(bench: Bench, rows: int, changes: int, repeats: int = 1) -> dict[str, Any]:
     """Debezium's PostgreSQL connector (in Debezium Server) and cdckit side by side on the same table, the same
     changes and the same Kafka broker: the snapshot of ``rows`` rows, then a backlog of ``changes`` updates
-    (both slots exist before the updates; each capture then runs alone until the last record is in Kafka)."""
+    (every slot exists before the updates; each capture then runs alone until the last record is in Kafka). Each
+    side runs ``repeats`` times, the two in turn, and each side's median run is its figure."""
     from cdckit.lab.debezium import create_slot, run_debezium
     from cdckit.lab.kafka_broker import KafkaBroker
 
@@ -608,34 +623,54 @@ def measure_debezium(bench: Bench, rows: int, changes: int) -> dict[str, Any]:
         # Debezium Server itself (its embedded engine, which the compatibility tests cache, only on request)
         common = {"table_include": "public.orders", "partitions": 4, "producer": producer,
                   "runtime": os.environ.get("CDCKIT_DEBEZIUM_RUNTIME", "server")}
-        debezium_snapshot = run_debezium(properties, bootstrap, work / "snapshot", snapshot_mode="initial",
-                                         expected_records=rows, topic="dbzsnap.public.orders", topic_prefix="dbzsnap",
-                                         slot_name="dbz_snapshot", publication_name="dbz_snapshot", **common)
-        started = time.perf_counter()
-        report = run_snapshot(bench.spark, bench.config("public\\.orders", **kafka))
-        seconds = time.perf_counter() - started
-        cdckit_snapshot = {"records": report.rows, "seconds": seconds, "records_per_s": report.rows / seconds}
 
-        stream = {"topic": "dbzstream.public.orders", "topic_prefix": "dbzstream", "slot_name": "dbz_stream",
-                  "publication_name": "dbz_stream"}
-        create_slot(properties, bootstrap, work / "stream", **stream, table_include="public.orders", partitions=4)
-        stream_config = bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
-        run_snapshot(bench.spark, stream_config, data=False)
+        def names(step: str, run: int) -> dict[str, str]:  # each run its own slot, publication and topic
+            prefix = f"dbz{step}{run or ''}"
+            return {"topic": f"{prefix}.public.orders", "topic_prefix": prefix, "slot_name": f"dbz_{step}{run or ''}",
+                    "publication_name": f"dbz_{step}{run or ''}"}
+
+        def cdckit_snapshot() -> dict[str, Any]:
+            started = time.perf_counter()
+            report = run_snapshot(bench.spark, bench.config("public\\.orders", **kafka))
+            seconds = time.perf_counter() - started
+            return {"records": report.rows, "seconds": seconds, "records_per_s": report.rows / seconds}
+
+        snapshots: dict[str, list[dict[str, Any]]] = {"debezium": [], "cdckit": []}
+        for run in range(repeats):
+            snapshots["debezium"].append(run_debezium(properties, bootstrap, work / f"snapshot{run}",
+                                                      snapshot_mode="initial", expected_records=rows,
+                                                      **names("snapshot", run), **common))
+            snapshots["cdckit"].append(cdckit_snapshot())
+
+        for run in range(repeats):
+            create_slot(properties, bootstrap, work / f"stream{run}", **names("stream", run),
+                        table_include="public.orders", partitions=4)
+        stream_configs = [bench.config("public\\.orders", **kafka, **{"snapshot.mode": "no_data"})
+                          for _ in range(repeats)]
         # the same backlog once more at max.batch.size's default, which Debezium Server runs with
         default_config = bench.config("public\\.orders", **kafka, **{
             "snapshot.mode": "no_data", "max.batch.size": str(BY_NAME["max.batch.size"].default)})
-        run_snapshot(bench.spark, default_config, data=False)
+        for each in (*stream_configs, default_config):
+            run_snapshot(bench.spark, each, data=False)
         bench.update_rows("public.orders", changes)
-        debezium_stream = run_debezium(properties, bootstrap, work / "stream", snapshot_mode="no_data",
-                                       expected_records=changes, **stream, **common)
-        cdckit_stream, cdckit_default = (bench.stream(each, "records") for each in (stream_config, default_config))
+        streams: dict[str, list[dict[str, Any]]] = {"debezium": [], "cdckit": []}
+        for run, config in enumerate(stream_configs):
+            streams["debezium"].append(run_debezium(properties, bootstrap, work / f"stream{run}",
+                                                    snapshot_mode="no_data", expected_records=changes,
+                                                    **names("stream", run), **common))
+            streams["cdckit"].append(bench.stream(config, "records"))
+        cdckit_default = bench.stream(default_config, "records")
     finally:
         broker.stop()
     bench.drop_slots()
-    return {"rows": rows, "changes": changes, "producer": producer,
-            "snapshot": {"debezium": debezium_snapshot, "cdckit": cdckit_snapshot},
-            "stream": {"debezium": debezium_stream, "cdckit": cdckit_stream},
-            "stream_defaults": {"debezium": debezium_stream, "cdckit": cdckit_default}}
+
+    def medians(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        return {side: median_run(each, "records_per_s") if repeats > 1 else each[0] for side, each in runs.items()}
+
+    stream = medians(streams)
+    return {"rows": rows, "changes": changes, "producer": producer, "repeats": repeats,
+            "snapshot": medians(snapshots), "stream": stream,
+            "stream_defaults": {"debezium": stream["debezium"], "cdckit": cdckit_default}}
 
 
 def measure_delta(rows: int, changes: int) -> dict[str, Any]:
@@ -791,6 +826,13 @@ def before_section(before: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def each_run(run: dict[str, Any]) -> str:
+    """``; median of N runs: a, b, c`` (each run's rate, in the order they ran) for a median run, else nothing."""
+    rates = run.get("runs", [])
+    return ("; median of " + f"{len(rates)} runs: " + ", ".join(f"{rate:,.0f}" for rate in rates)
+            if len(rates) > 1 else "")
+
+
 def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | None = None) -> str:
     snap, stream, kafka, profile = results["snapshot"], results["stream"], results["kafka"], results["profile"]
     m = results["machine"]
@@ -800,24 +842,30 @@ def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | 
         value = limit / ours
         return f"{value:.2f}x" + ("" if value <= 2 else " (over 2x)")
 
+    repeats = results["params"].get("repeats", 1)
+    figures = (f"The goals' figures (the snapshot and the stream into the files sink, and both sides of the side by "
+               f"side with Debezium Server) are each the median of {repeats} runs, whose rates are given beside it "
+               f"in the order they ran; the other figures are one run's" if repeats > 1 else "Figures are one run's")
+
     lines = [
         "# cdckit benchmarks", "",
         f"Run `{results['mode']}` on {results['started']}: {m['cpus']} cores, {m['memory_gb']} GB, {m['platform']}, "
         f"Python {m['python']}; embedded PostgreSQL 18, Spark local[*]. Regenerate with `make bench` "
-        f"(`make bench-quick` for the short run). Figures are one run's; each ratio is limit / cdckit, measured in "
+        f"(`make bench-quick` for the short run). {figures}; each ratio is limit / cdckit, measured in "
         f"the same run on the same data (goal: within 2x). A 10,000-row snapshot runs first, so that the figures "
         f"measure throughput, not the session's first job (it took "
         f"{results.get('warmup', {}).get('seconds', float('nan')):.1f} s).", "",
         "| what | cdckit | limit measured in the same run | limit / cdckit |", "|---|---|---|---|",
         f"| snapshot, {snap['rows']:,} rows of 8 mixed columns | {snap['cdckit']['rows_per_s']:,.0f} rows/s, "
-        f"{snap['cdckit']['mb_per_s']:.1f} MB/s | COPY TO STDOUT, 1 connection: {snap['copy_1']['rows_per_s']:,.0f} "
-        f"rows/s ({snap['copy_1']['mb_per_s']:.1f} MB/s) | "
+        f"{snap['cdckit']['mb_per_s']:.1f} MB/s{each_run(snap['cdckit'])} | COPY TO STDOUT, 1 connection: "
+        f"{snap['copy_1']['rows_per_s']:,.0f} rows/s ({snap['copy_1']['mb_per_s']:.1f} MB/s) | "
         f"{ratio(snap['copy_1']['rows_per_s'], snap['cdckit']['rows_per_s'])} |",
         f"| | | COPY TO STDOUT, {m['cpus']} connections: {snap['copy_n']['rows_per_s']:,.0f} rows/s | "
         f"{ratio(snap['copy_n']['rows_per_s'], snap['cdckit']['rows_per_s'])} |",
         f"| stream, {stream['changes']:,} updates in 1000-row transactions | "
         f"{stream['cdckit']['events_per_s']:,.0f} events/s ({stream['cdckit']['batches']} batches, query start "
-        f"included) | pgoutput decoding fetched by one client: {stream['raw']['messages_per_s']:,.0f} messages/s | "
+        f"included{each_run(stream['cdckit'])}) | pgoutput decoding fetched by one client: "
+        f"{stream['raw']['messages_per_s']:,.0f} messages/s | "
         f"{ratio(stream['raw']['messages_per_s'], stream['cdckit']['events_per_s'])} |",
         *([f"| the same backlog, `max.batch.size` {stream['large_batches']['max_batch_size']:,} (50,000 above) | "
            f"{stream['large_batches']['events_per_s']:,.0f} events/s ({stream['large_batches']['batches']} batches) "
@@ -905,10 +953,10 @@ def debezium_section(result: dict[str, Any] | None) -> list[str]:
     for key, label in rows:
         dbz, ours = result[key]["debezium"], result[key]["cdckit"]
         theirs = (f"{dbz['records_per_s']:,.0f} records/s ({dbz['seconds']:.1f} s, first record after "
-                  f"{dbz['startup_s']:.1f} s) | {dbz['steady_records_per_s']:,.0f} records/s"
+                  f"{dbz['startup_s']:.1f} s{each_run(dbz)}) | {dbz['steady_records_per_s']:,.0f} records/s"
                   if key != "stream_defaults" else "the same run | ")
         lines.append(f"| {label} | {theirs} | "
-                     f"{ours['records_per_s']:,.0f} records/s ({ours['seconds']:.1f} s) | "
+                     f"{ours['records_per_s']:,.0f} records/s ({ours['seconds']:.1f} s{each_run(ours)}) | "
                      f"{ours['records_per_s'] / dbz['records_per_s']:.2f}x |")
     return lines
 
@@ -963,6 +1011,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the short run (a few minutes)")
     parser.add_argument("--only", default="", help="comma-separated steps to run (after the warm-up), e.g. "
                         "stream,stream_stages: their results are printed as JSON; RESULTS.md is left as it is")
+    parser.add_argument("--repeats", type=int, help="runs of each goal's measurement, whose median is its figure "
+                        "(default: 3, or 1 with --quick)")
     parser.add_argument("--before", metavar="JSON", help="an earlier run's results file (bench/results/*.json): "
                         "RESULTS.md shows its stage tables beside this run's")
     parser.add_argument("--report", metavar="JSON", help="only write bench/RESULTS.md and the plots again from a "
@@ -974,7 +1024,7 @@ def main() -> None:
         (BENCH / "RESULTS.md").write_text(report(results, plots(results, BENCH / "plots"), before))
         return
     only = {name for name in args.only.split(",") if name}
-    params = QUICK if args.quick else FULL
+    params = {**(QUICK if args.quick else FULL), **({"repeats": args.repeats} if args.repeats else {})}
     mode = "quick" if args.quick else "full"
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     root = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
@@ -986,8 +1036,8 @@ def main() -> None:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("profile", lambda: profile_event_path(params["profile_events"])),
             ("warmup", lambda: warm_up(bench)),
-            ("snapshot", lambda: measure_snapshot(bench, params["rows"])),
-            ("stream", lambda: measure_stream(bench, params["stream_changes"])),
+            ("snapshot", lambda: measure_snapshot(bench, params["rows"], params["repeats"])),
+            ("stream", lambda: measure_stream(bench, params["stream_changes"], params["repeats"])),
             ("memory", lambda: [measure_snapshot(bench, rows) for rows in params["memory_rows"]]),
             ("latency", lambda: [measure_latency(bench, rate, params["latency_seconds"], trigger)
                                  for trigger in ("processing-time", "available-now")
@@ -996,7 +1046,8 @@ def main() -> None:
             ("kafka", lambda: measure_kafka(bench, params["kafka_rows"])),
             ("stages", lambda: measure_stages(bench, params["stages_rows"])),
             ("stream_stages", lambda: measure_stream_stages(bench, params["stream_changes"])),
-            ("debezium", lambda: measure_debezium(bench, params["debezium_rows"], params["debezium_changes"])),
+            ("debezium", lambda: measure_debezium(bench, params["debezium_rows"], params["debezium_changes"],
+                                                  params["repeats"])),
             ("delta", lambda: measure_delta(params["rows"], params["stream_changes"])),
         ]
         unknown = only - {name for name, _ in steps}
