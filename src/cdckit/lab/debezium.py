@@ -525,13 +525,15 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     except Exception as error:  # TOPIC_ALREADY_EXISTS from a concurrent creator is fine
         if "already exists" not in str(error).lower():
             raise
-    deadline = time.monotonic() + 30  # a new topic's metadata reaches the broker's answers a moment later
+    deadline = time.monotonic() + 30  # a new topic's metadata, and its partitions' leaders, come a moment later
     while time.monotonic() < deadline:
         metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is not None and metadata.error is None and len(metadata.partitions) == partitions:
+        if (metadata is not None and metadata.error is None and len(metadata.partitions) == partitions
+                and all(each.error is None and each.leader >= 0 for each in metadata.partitions.values())):
             return
         time.sleep(0.1)
-    raise DebeziumServerError(f"topic {topic} was created but did not appear in the broker's metadata in 30 s")
+    raise DebeziumServerError(f"topic {topic} was created but its {partitions} partitions had no leader in the "
+                              f"broker's metadata after 30 s")
 
 
 class EndOffsets:
@@ -549,7 +551,19 @@ class EndOffsets:
         self.partitions = [TopicPartition(topic, p) for p in sorted(metadata.partitions)]
 
     def total(self) -> int:
-        return sum(self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in self.partitions)
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return sum(self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                           for tp in self.partitions)
+            except KafkaException as error:  # a partition between leaders (a new topic's, moments after creation)
+                code = error.args[0].code() if error.args else None
+                if code not in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE) or \
+                        time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def close(self) -> None:
         self.consumer.close()
