@@ -175,11 +175,15 @@ class Bench:
     # -- cdckit ---------------------------------------------------------------------------------------------
     def snapshot(self, tables: str, chunk_rows: int | None = None) -> dict[str, float]:
         extra = {"cdckit.snapshot.chunk.rows": str(chunk_rows)} if chunk_rows else {}
-        config = self.config(tables, **extra)
+        return self.timed_snapshot(self.config(tables, **extra))
+
+    def timed_snapshot(self, config: Config, unit: str = "rows") -> dict[str, float]:
+        """Run ``config``'s snapshot, timed: its ``unit`` (rows, or records for the side by side with Debezium),
+        seconds and rate."""
         started = time.perf_counter()
         report = run_snapshot(self.spark, config)
         seconds = time.perf_counter() - started
-        return {"rows": report.rows, "seconds": seconds, "rows_per_s": report.rows / seconds}
+        return {unit: report.rows, "seconds": seconds, f"{unit}_per_s": report.rows / seconds}
 
     def stream(self, config: Config, unit: str = "events") -> dict[str, Any]:
         """Run ``config``'s stream to the end of what its slot holds, timed: its ``unit`` (events, or records for
@@ -193,7 +197,10 @@ class Bench:
 
 def median_run(runs: list[dict[str, Any]], rate: str) -> dict[str, Any]:
     """The run of median ``rate`` (of an even count, the lower middle one), with every run's ``rate`` in the order
-    they ran under ``runs``: the goals' figures, since one run's rate on this machine varies by a fifth or more."""
+    they ran under ``runs``: the goals' figures, since one run's rate on this machine varies by a fifth or more.
+    A single run is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
     ordered = sorted(runs, key=lambda run: float(run[rate]))
     return {**ordered[(len(ordered) - 1) // 2], "runs": [run[rate] for run in runs]}
 
@@ -244,7 +251,7 @@ def measure_snapshot(bench: Bench, rows: int, repeats: int = 1) -> dict[str, Any
               "copy_n": bench.copy_rate("public.orders", os.cpu_count() or 2)}
     with peak_memory() as memory:
         runs = [bench.snapshot("public\\.orders") for _ in range(repeats)]
-    result["cdckit"] = median_run(runs, "rows_per_s") if repeats > 1 else runs[0]
+    result["cdckit"] = median_run(runs, "rows_per_s")
     result["memory"] = memory
     result["cdckit"]["mb_per_s"] = result["copy_1"]["mb"] / result["cdckit"]["seconds"]
     result["ratio_to_copy_n"] = result["copy_n"]["rows_per_s"] / result["cdckit"]["rows_per_s"]
@@ -269,8 +276,7 @@ def measure_stream(bench: Bench, changes: int, repeats: int = 1) -> dict[str, An
     runs = [bench.stream(each) for each in configs]
     larger = bench.stream(large)
     bench.sql("SELECT pg_drop_replication_slot('bench_raw')")
-    result = {"changes": changes, "raw": raw, "cdckit": median_run(runs, "events_per_s") if repeats > 1 else runs[0],
-              "large_batches": larger}
+    result = {"changes": changes, "raw": raw, "cdckit": median_run(runs, "events_per_s"), "large_batches": larger}
     result["ratio_to_raw"] = raw["messages_per_s"] / result["cdckit"]["events_per_s"]
     bench.drop_slots()
     return result
@@ -369,17 +375,12 @@ def measure_kafka(bench: Bench, rows: int) -> dict[str, Any]:
     files = bench.snapshot("public\\.orders")
     broker = KafkaBroker(bench.base.parent / "kafka").start()
     try:
-        spark = bench.spark
-        config = bench.config("public\\.orders", **{"cdckit.sink": "kafka",
-                                                     "kafka.bootstrap.servers": broker.bootstrap_servers,
-                                                     "topic.creation.default.partitions": "4"})
-        started = time.perf_counter()
-        report = run_snapshot(spark, config)
-        seconds = time.perf_counter() - started
+        kafka = bench.timed_snapshot(bench.config("public\\.orders", **{
+            "cdckit.sink": "kafka", "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "topic.creation.default.partitions": "4"}))
     finally:
         broker.stop()
-    result = {"rows": rows, "files": files, "kafka": {"rows": report.rows, "seconds": seconds,
-                                                      "rows_per_s": report.rows / seconds}}
+    result = {"rows": rows, "files": files, "kafka": kafka}
     result["kafka_over_files"] = result["kafka"]["rows_per_s"] / files["rows_per_s"]
     bench.drop_slots()
     return result
@@ -625,22 +626,16 @@ def measure_debezium(bench: Bench, rows: int, changes: int, repeats: int = 1) ->
                   "runtime": os.environ.get("CDCKIT_DEBEZIUM_RUNTIME", "server")}
 
         def names(step: str, run: int) -> dict[str, str]:  # each run its own slot, publication and topic
-            prefix = f"dbz{step}{run or ''}"
-            return {"topic": f"{prefix}.public.orders", "topic_prefix": prefix, "slot_name": f"dbz_{step}{run or ''}",
-                    "publication_name": f"dbz_{step}{run or ''}"}
-
-        def cdckit_snapshot() -> dict[str, Any]:
-            started = time.perf_counter()
-            report = run_snapshot(bench.spark, bench.config("public\\.orders", **kafka))
-            seconds = time.perf_counter() - started
-            return {"records": report.rows, "seconds": seconds, "records_per_s": report.rows / seconds}
+            name = f"{step}{run or ''}"
+            return {"topic": f"dbz{name}.public.orders", "topic_prefix": f"dbz{name}", "slot_name": f"dbz_{name}",
+                    "publication_name": f"dbz_{name}"}
 
         snapshots: dict[str, list[dict[str, Any]]] = {"debezium": [], "cdckit": []}
         for run in range(repeats):
             snapshots["debezium"].append(run_debezium(properties, bootstrap, work / f"snapshot{run}",
                                                       snapshot_mode="initial", expected_records=rows,
                                                       **names("snapshot", run), **common))
-            snapshots["cdckit"].append(cdckit_snapshot())
+            snapshots["cdckit"].append(bench.timed_snapshot(bench.config("public\\.orders", **kafka), "records"))
 
         for run in range(repeats):
             create_slot(properties, bootstrap, work / f"stream{run}", **names("stream", run),
@@ -665,7 +660,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int, repeats: int = 1) ->
     bench.drop_slots()
 
     def medians(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-        return {side: median_run(each, "records_per_s") if repeats > 1 else each[0] for side, each in runs.items()}
+        return {side: median_run(each, "records_per_s") for side, each in runs.items()}
 
     stream = medians(streams)
     return {"rows": rows, "changes": changes, "producer": producer, "repeats": repeats,
@@ -829,8 +824,7 @@ def before_section(before: dict[str, Any] | None) -> list[str]:
 def each_run(run: dict[str, Any]) -> str:
     """``; median of N runs: a, b, c`` (each run's rate, in the order they ran) for a median run, else nothing."""
     rates = run.get("runs", [])
-    return ("; median of " + f"{len(rates)} runs: " + ", ".join(f"{rate:,.0f}" for rate in rates)
-            if len(rates) > 1 else "")
+    return f"; median of {len(rates)} runs: " + ", ".join(f"{rate:,.0f}" for rate in rates) if len(rates) > 1 else ""
 
 
 def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | None = None) -> str:
