@@ -1017,8 +1017,10 @@ def main() -> None:
         results = json.loads(Path(args.report).read_text())
         (BENCH / "RESULTS.md").write_text(report(results, plots(results, BENCH / "plots"), before))
         return
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: give at least 1 run (the goals' figures are the median run)")
     only = {name for name in args.only.split(",") if name}
-    params = {**(QUICK if args.quick else FULL), **({"repeats": args.repeats} if args.repeats else {})}
+    params = {**(QUICK if args.quick else FULL), **({"repeats": args.repeats} if args.repeats is not None else {})}
     mode = "quick" if args.quick else "full"
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     root = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
