@@ -175,8 +175,10 @@ def test_pending_changes_cut_at_transaction_ends_into_parts_of_about_equal_chang
 
 def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_peeks_would(
         postgres: Any, spark: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a backlog lasts, latestOffset peeks once for three batches; each batch ends, and is cut, where a peek
-    from its own start would end and cut it, and the batch that reaches the backlog's end comes from a peek."""
+    """While a backlog lasts, latestOffset peeks once for three batches, and the peek for the batches after them
+    runs on a copy of the slot while the third is taken; each batch ends, and is cut, where a peek from its own
+    start would end and cut it, and the batch that reaches the backlog's end comes from a peek of the slot."""
+    from cdckit.dialect.postgres import plan_ahead
     from cdckit.spark import postgres_stream
     from cdckit.spark.compat import ReadMaxRows
 
@@ -190,7 +192,7 @@ def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_pee
     peeks = []
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        peeks.append(args[2])
+        peeks.append(("slot" if args[1]["slot.name"] == options["slot.name"] else "copy", args[2]))
         return pending_changes(*args, **kwargs)
 
     slot = options["slot.name"]
@@ -205,6 +207,7 @@ def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_pee
     assert len(expected) == 5  # 42 changes in batches of 3 transactions (9 changes), the last of 2
 
     monkeypatch.setattr(postgres_stream, "pending_changes", counting)
+    monkeypatch.setattr(plan_ahead, "pending_changes", counting)
     reader = postgres_stream.PostgresChangeStreamReader(options)
     start = reader.initialOffset()
     assert start == first
@@ -218,9 +221,33 @@ def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_pee
         start = end
     reader.stop()
     assert ends == expected
-    # the first peek planned 3 batches; the fourth batch's peek planned it alone, as the fifth ends the backlog
-    # (more may be committed after it by then), and the fifth's peek found it; the last found nothing
-    assert peeks == [parse_lsn(offset["lsn"]) for offset in (first, *ends[2:])]
+    # the first peek planned 3 batches; the fourth was planned on a copy of the slot when the third was taken,
+    # alone, as the fifth ends the backlog (more may be committed after it by then); the copy's peek from the
+    # fifth's start found only that last batch, so the slot's own peek found it, and the last found nothing
+    at = [parse_lsn(offset["lsn"]) for offset in (first, *ends)]
+    assert peeks == [("slot", at[0]), ("copy", at[3]), ("copy", at[4]), ("slot", at[4]), ("slot", at[5])]
+    assert reader._plan_ahead.planned == 2
+    assert fetch(dsn, "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'cdckit_plan_%'") == []
+    assert fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'") == [
+        (ends[-1]["lsn"],)]  # the copies' moves left the slot where the reader confirmed it
+
+
+def test_planning_ahead_turns_itself_off_when_the_slot_cannot_be_copied(
+        postgres: Any, database: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Planning ahead is a shortcut: where the slot cannot be copied, it says why once in the log, plans nothing,
+    and latestOffset goes on peeking the slot itself."""
+    from cdckit.dialect.postgres.plan_ahead import PlanAhead
+
+    options = {**postgres.connector_properties(database), "slot.name": "no_such_slot"}
+    planner = PlanAhead(options)
+    with caplog.at_level("INFO", logger="cdckit"):
+        planner.start(0, 10, None, 1, 1, 100, 0)
+        assert planner.take(0, 10, None) is None
+    planner.close()
+    assert not planner.enabled and planner.planned == 0
+    assert "no_such_slot" in caplog.text and "planned as each is asked for" in caplog.text
+    planner.start(0, 10, None, 1, 1, 100, 0)  # off: it starts nothing
+    assert planner.take(0, 10, None) is None
 
 
 def test_the_counting_peek_is_bounded_by_the_workloads_own_messages_per_change(

@@ -17,7 +17,9 @@ same way. Every partition yields its events in position order and the partitions
 order: a sink may write them partition by partition without a shuffle.
 
 While a backlog lasts, one counting peek plans the next batches too (``PLANNED_AHEAD``): each later
-``latestOffset`` from a planned batch's start takes that batch as planned, without a peek of its own.
+``latestOffset`` from a planned batch's start takes that batch as planned, without a peek of its own. When the
+last planned batch is taken, the peek that plans the ones after it runs while that batch does
+(``plan_ahead.PlanAhead``), on a copy of the slot.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from cdckit.dialect.postgres.changes import (
 )
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.plan_ahead import PlanAhead
 from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
 from cdckit.events import ChangeEvent, Position
@@ -176,6 +179,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         # the available-now target they were planned with
         self._ahead: dict[int, tuple[int, tuple[int, ...]]] = {}
         self._ahead_for: tuple[int, int | None] | None = None
+        self._plan_ahead = PlanAhead(options)
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
@@ -224,10 +228,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._close_window()
         max_events = read_limit_rows(limit, self.max_batch_size)
         progress = Progress.from_offset(start)
-        planned = self._ahead.get(start_lsn) if self._ahead_for == (max_events, self._available_now_target) else None
+        planned = self._planned(start_lsn, max_events)
         end_lsn: int | None
         if planned is not None:  # more changes follow it: not caught up, so no incremental snapshot window
             end_lsn, splits, window = *planned, None
+            self._plan_after(end_lsn, max_events)
         else:
             end_lsn, splits, window, progress = self._counted(conn, start_lsn, max_events, progress)
         if end_lsn is None:
@@ -253,12 +258,40 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             end["window"] = window
         return end
 
+    def _planned(self, start_lsn: int, max_events: int) -> tuple[int, tuple[int, ...]] | None:
+        """The batch from ``start_lsn`` as a counting peek planned it (ahead, or in the background while the batch
+        before ran), for this read limit and available-now target; None when none did."""
+        target = self._available_now_target
+        if self._ahead_for == (max_events, target) and start_lsn in self._ahead:
+            return self._ahead[start_lsn]
+        pending = self._plan_ahead.take(start_lsn, max_events, target)
+        if pending is None or pending.end_lsn is None or not pending.followed:
+            return None  # the peek ran to the backlog's end: more may be committed by now, so it peeks again
+        self._messages_per_change = pending.messages_per_change() or self._messages_per_change
+        self._ahead = {start_lsn: (pending.end_lsn, pending.splits), **_by_start(pending)}
+        self._ahead_for = (max_events, target)
+        return self._ahead[start_lsn]
+
+    def _plan_after(self, end_lsn: int, max_events: int) -> None:
+        """More changes follow the batch ending at ``end_lsn``: unless its next batch is planned already, plan the
+        ones after it while it runs."""
+        if self._ahead_for == (max_events, self._available_now_target) and end_lsn in self._ahead:
+            return
+        ahead = self._planned_ahead(max_events)
+        bound = peek_bound(max_events * (1 + ahead), self._messages_per_change)
+        self._plan_ahead.start(end_lsn, max_events, self._available_now_target, self.parts, self.min_events_per_part,
+                               bound, ahead)
+
+    @staticmethod
+    def _planned_ahead(max_events: int) -> int:
+        return max(0, min(PLANNED_AHEAD, PLANNED_CHANGES // max(1, max_events) - 1))
+
     def _counted(self, conn: Connection, start_lsn: int, max_events: int, progress: Progress
                  ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, Progress]:
         """Plan the batch after ``start_lsn`` by a counting peek, which plans the next ones too while they hold
         ``PLANNED_CHANGES`` in all; open an incremental snapshot window when it is caught up. Returns the batch's
         end, its cuts, the window and the progress after it."""
-        ahead = max(0, min(PLANNED_AHEAD, PLANNED_CHANGES // max(1, max_events) - 1))
+        ahead = self._planned_ahead(max_events)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
                                   self.parts, self.min_events_per_part,
                                   peek_bound(max_events * (1 + ahead), self._messages_per_change), ahead)
@@ -266,6 +299,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._ahead, self._ahead_for = _by_start(pending), (max_events, self._available_now_target)
         if progress.runnable and pending.caught_up:
             return self._open_window(conn, start_lsn, progress, pending, max_events)
+        if pending.end_lsn is not None and pending.followed:
+            self._plan_after(pending.end_lsn, max_events)
         return pending.end_lsn, pending.splits, None, progress
 
     def _signal_table(self, conn: Connection) -> int | None:
@@ -340,6 +375,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             self._close_window()  # its batch is committed: the exported snapshot is no longer needed
 
     def stop(self) -> None:
+        self._plan_ahead.close()
         self._close_window()
         if self._conn is not None and not self._conn.closed:
             self._conn.close()

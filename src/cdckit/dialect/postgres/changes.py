@@ -59,6 +59,7 @@ class PendingChanges:
     messages: int = 0  # messages the counting peek decoded (transactions are whole: it may pass its bound)
     changes: int = 0  # row changes among them
     caught_up: bool = False  # the batch takes every transaction committed so far (the peek ran to the slot's end)
+    followed: bool = False  # the peek holds changes after the batch: a peek from its start would end it the same
     # The batches after this one that the same peek planned (``ahead``), each as (end, splits): only those with more
     # changes after them in the peek, so that a peek from their start would cut them the same.
     following: tuple[tuple[int, tuple[int, ...]], ...] = ()
@@ -172,7 +173,7 @@ def pending_changes(conn: Connection, options: Mapping[str, str], start: int, ma
         nchanges *= 4
     return PendingChanges(int(end_text) if end_text else None, int(transactions), int(events or 0),
                           _cuts(splits), int(messages or 0), int(changes or 0),
-                          caught_up=not ran_out and not int(later or 0),
+                          caught_up=not ran_out and not int(later or 0), followed=bool(int(later or 0)),
                           following=tuple((int(end), _cuts(cuts)) for end, _, cuts in
                                           (batch.partition("/") for batch in str(following or "").split(";") if batch)))
 
