@@ -19,7 +19,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import psycopg2
 from psycopg2.extensions import connection as Connection
@@ -30,16 +29,6 @@ from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.server_version import ServerVersion
 
 log = logging.getLogger("cdckit")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a counting peek from ``start`` found, for the read limit and ``upto`` it was asked with."""
-
-    start: int
-    max_events: int
-    upto: int | None
-    pending: PendingChanges
 
 
 class PlanAhead:
@@ -54,7 +43,7 @@ class PlanAhead:
         self._conn: Connection | None = None
         self._thread: threading.Thread | None = None
         self._asked: tuple[int, int, int | None] | None = None
-        self._plan: Plan | None = None
+        self._plan: PendingChanges | None = None
 
     def start(self, start: int, max_events: int, upto: int | None, parts: int, min_events_per_part: int,
               bound: int, ahead: int) -> None:
@@ -76,7 +65,7 @@ class PlanAhead:
         if self._thread is not None:
             self._thread.join()
         plan, self._asked, self._plan = self._plan, None, None
-        return plan.pending if plan is not None else None
+        return plan
 
     def close(self) -> None:
         """Stop a plan under way (the server cancels its peek) and close the connection."""
@@ -118,7 +107,7 @@ class PlanAhead:
                     cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                                 "WHERE slot_name = %s", (copy,))
                 conn.commit()
-            self._plan = Plan(start, max_events, upto, pending)
+            self._plan = pending
             self.planned += 1
         except psycopg2.OperationalError as exc:  # the server went away, or the peek was cancelled: next time
             log.info("planning the next stream batches ahead failed (%s); latestOffset peeks the slot itself",
