@@ -173,11 +173,15 @@ def test_pending_changes_cut_at_transaction_ends_into_parts_of_about_equal_chang
 
 
 
-def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_peeks_would(
-        postgres: Any, spark: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a backlog lasts, latestOffset peeks once for three batches, and the peek for the batches after them
-    runs on a copy of the slot while the third is taken; each batch ends, and is cut, where a peek from its own
-    start would end and cut it, and the batch that reaches the backlog's end comes from a peek of the slot."""
+@pytest.mark.parametrize("available_now", [False, True])
+def test_the_next_batches_are_planned_on_a_copy_of_the_slot_and_cut_as_their_own_peeks_would(
+        postgres: Any, spark: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch,
+        available_now: bool) -> None:
+    """While a backlog lasts, latestOffset peeks the slot for the first batch alone; the batches after it are
+    planned, three in one peek, on a copy of the slot while the batch before them is taken. Each batch ends, and
+    is cut, where a peek from its own start would end and cut it. The batch that reaches the backlog's end comes
+    from a peek of the slot (more may be committed by then); up to the available-now target, where no more can
+    come, the copy's plan stands, and nothing is peeked after it."""
     from cdckit.dialect.postgres import plan_ahead
     from cdckit.spark import postgres_stream
     from cdckit.spark.compat import ReadMaxRows
@@ -211,6 +215,8 @@ def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_pee
     reader = postgres_stream.PostgresChangeStreamReader(options)
     start = reader.initialOffset()
     assert start == first
+    if available_now:
+        reader.prepareForTriggerAvailableNow()
     ends = []
     for _ in range(6):
         end = reader.latestOffset(start, ReadMaxRows(9))
@@ -221,11 +227,12 @@ def test_one_counting_peek_plans_the_next_batches_which_are_cut_as_their_own_pee
         start = end
     reader.stop()
     assert ends == expected
-    # the first peek planned 3 batches; the fourth was planned on a copy of the slot when the third was taken,
-    # alone, as the fifth ends the backlog (more may be committed after it by then); the copy's peek from the
-    # fifth's start found only that last batch, so the slot's own peek found it, and the last found nothing
+    # the slot's peek planned the first batch; a copy's the next three when the first was taken (the fifth ends
+    # the backlog, so it was left), and a copy's the fifth when the fourth was taken. Streaming, the slot's own
+    # peek found the fifth again, and the last found nothing; up to the available-now target, the copy's stood
     at = [parse_lsn(offset["lsn"]) for offset in (first, *ends)]
-    assert peeks == [("slot", at[0]), ("copy", at[3]), ("copy", at[4]), ("slot", at[4]), ("slot", at[5])]
+    assert peeks == [("slot", at[0]), ("copy", at[1]), ("copy", at[4]),
+                     *([] if available_now else [("slot", at[4]), ("slot", at[5])])]
     assert reader._plan_ahead.planned == 2
     assert fetch(dsn, "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'cdckit_plan_%'") == []
     assert fetch(dsn, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'") == [

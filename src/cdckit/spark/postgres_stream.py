@@ -180,6 +180,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._ahead: dict[int, tuple[int, tuple[int, ...]]] = {}
         self._ahead_for: tuple[int, int | None] | None = None
         self._plan_ahead = PlanAhead(options)
+        # the end of a batch that took every change up to the available-now target, and that target
+        self._drained: tuple[int, int | None] | None = None
         self._conn: Connection | None = None
         self._available_now_target: int | None = None
         self._last_progress = time.monotonic()
@@ -228,9 +230,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._close_window()
         max_events = read_limit_rows(limit, self.max_batch_size)
         progress = Progress.from_offset(start)
-        planned = self._planned(start_lsn, max_events)
+        if self._drained == (start_lsn, self._available_now_target) and not progress.runnable:
+            return start  # the batch before took every change up to the available-now target: none can come
+        planned = self._planned(start_lsn, max_events, progress.runnable)
         end_lsn: int | None
-        if planned is not None:  # more changes follow it: not caught up, so no incremental snapshot window
+        if planned is not None:  # no incremental snapshot window: none to open (see _planned)
             end_lsn, splits, window = *planned, None
             self._plan_after(end_lsn, max_events)
         else:
@@ -258,24 +262,35 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             end["window"] = window
         return end
 
-    def _planned(self, start_lsn: int, max_events: int) -> tuple[int, tuple[int, ...]] | None:
+    def _planned(self, start_lsn: int, max_events: int, runnable: bool) -> tuple[int, tuple[int, ...]] | None:
         """The batch from ``start_lsn`` as a counting peek planned it (ahead, or in the background while the batch
-        before ran), for this read limit and available-now target; None when none did."""
+        before ran), for this read limit and available-now target; None when none did.
+
+        A batch planned ahead has more changes after it in its peek, so a peek from its start would end it the
+        same way. One that ran to the end of its peek is taken only where that end is the available-now target,
+        which no later commit can come before, and no incremental snapshot is ``runnable``, whose window a peek
+        that finds everything opens; otherwise the slot is peeked again (more may be committed by now)."""
         target = self._available_now_target
         if self._ahead_for == (max_events, target) and start_lsn in self._ahead:
             return self._ahead[start_lsn]
         pending = self._plan_ahead.take(start_lsn, max_events, target)
-        if pending is None or pending.end_lsn is None or not pending.followed:
-            return None  # the peek ran to the backlog's end: more may be committed by now, so it peeks again
+        if pending is None or pending.end_lsn is None:
+            return None
+        final = target is not None and pending.caught_up and not runnable
+        if not (pending.followed or final):
+            return None
+        if final:
+            self._drained = (pending.end_lsn, target)
         self._messages_per_change = pending.messages_per_change() or self._messages_per_change
         self._ahead = {start_lsn: (pending.end_lsn, pending.splits), **_by_start(pending)}
         self._ahead_for = (max_events, target)
         return self._ahead[start_lsn]
 
     def _plan_after(self, end_lsn: int, max_events: int) -> None:
-        """More changes follow the batch ending at ``end_lsn``: unless its next batch is planned already, plan the
-        ones after it while it runs."""
-        if self._ahead_for == (max_events, self._available_now_target) and end_lsn in self._ahead:
+        """More changes may follow the batch ending at ``end_lsn``: unless its next batch is planned already, or
+        it took every change up to the available-now target, plan the ones after it while it runs."""
+        if ((self._ahead_for == (max_events, self._available_now_target) and end_lsn in self._ahead)
+                or self._drained == (end_lsn, self._available_now_target)):
             return
         ahead = self._planned_ahead(max_events)
         bound = peek_bound(max_events * (1 + ahead), self._messages_per_change)
@@ -288,10 +303,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     def _counted(self, conn: Connection, start_lsn: int, max_events: int, progress: Progress
                  ) -> tuple[int | None, tuple[int, ...], dict[str, Any] | None, Progress]:
-        """Plan the batch after ``start_lsn`` by a counting peek, which plans the next ones too while they hold
+        """Plan the batch after ``start_lsn`` by a counting peek, which may plan the next ones too while they hold
         ``PLANNED_CHANGES`` in all; open an incremental snapshot window when it is caught up. Returns the batch's
-        end, its cuts, the window and the progress after it."""
-        ahead = self._planned_ahead(max_events)
+        end, its cuts, the window and the progress after it. While batches can be planned in the background, the
+        peek plans only this one: the ones after it are planned while it runs."""
+        ahead = 0 if self._plan_ahead.enabled else self._planned_ahead(max_events)
         pending = pending_changes(conn, self.options, start_lsn, max_events, self._available_now_target,
                                   self.parts, self.min_events_per_part,
                                   peek_bound(max_events * (1 + ahead), self._messages_per_change), ahead)
@@ -301,6 +317,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             return self._open_window(conn, start_lsn, progress, pending, max_events)
         if pending.end_lsn is not None and pending.followed:
             self._plan_after(pending.end_lsn, max_events)
+        if pending.end_lsn is not None and pending.caught_up and self._available_now_target is not None:
+            self._drained = (pending.end_lsn, self._available_now_target)
         return pending.end_lsn, pending.splits, None, progress
 
     def _signal_table(self, conn: Connection) -> int | None:
