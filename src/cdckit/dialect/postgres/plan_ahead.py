@@ -25,7 +25,7 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.changes import PendingChanges, pending_changes
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.lsn import format_lsn
+from cdckit.dialect.postgres.replication import advance_slot, drop_slot
 from cdckit.dialect.postgres.server_version import ServerVersion
 
 log = logging.getLogger("cdckit")
@@ -87,26 +87,21 @@ class PlanAhead:
             if self._conn is None or self._conn.closed:
                 self._conn = connect(self.options)
             conn = self._conn
-            if ServerVersion.of(conn).number < 120000:
+            if not ServerVersion.of(conn).can_copy_slot:
                 self._off(f"PostgreSQL {ServerVersion.of(conn)} cannot copy a replication slot (12 and later can)")
                 return
             copy = f"cdckit_plan_{uuid.uuid4().hex[:20]}"
             with conn.cursor() as cur:
                 # temporary: the server drops it with this session, should the drop below not run
                 cur.execute("SELECT pg_copy_logical_replication_slot(%s, %s, true)", (self.slot_name, copy))
-                cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn) FROM pg_replication_slots "
-                            "WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn",
-                            (copy, format_lsn(start), copy, format_lsn(start)))
             conn.commit()
+            advance_slot(conn, copy, start)
             try:
                 pending = pending_changes(conn, {**self.options, "slot.name": copy}, start, max_events, upto,
                                           parts, min_events_per_part, bound, ahead)
             finally:
                 conn.rollback()  # a failed peek leaves its transaction aborted (the server then drops the copy)
-                with conn.cursor() as cur:
-                    cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                                "WHERE slot_name = %s", (copy,))
-                conn.commit()
+                drop_slot(conn, copy)
             self._plan = pending
             self.planned += 1
         except psycopg2.OperationalError as exc:  # the server went away, or the peek was cancelled: next time

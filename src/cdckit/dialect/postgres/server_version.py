@@ -55,6 +55,11 @@ class ServerVersion:
         return self.number >= 110000
 
     @property
+    def can_copy_slot(self) -> bool:
+        """``pg_copy_logical_replication_slot`` exists (12+)."""
+        return self.number >= 120000
+
+    @property
     def has_generated_columns(self) -> bool:
         """``pg_attribute.attgenerated`` exists (12+)."""
         return self.number >= 120000
