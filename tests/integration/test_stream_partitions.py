@@ -239,6 +239,61 @@ def test_the_next_batches_are_planned_on_a_copy_of_the_slot_and_cut_as_their_own
         (ends[-1]["lsn"],)]  # the copies' moves left the slot where the reader confirmed it
 
 
+def test_a_later_partition_peeks_a_copy_of_the_slot_and_takes_turns_when_none_can_be_made(
+        postgres: Any, spark: Any, database: str, workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The partitions of a batch decode at once: a later partition peeks a temporary copy of the slot, so it reads
+    its range while another session holds the slot, and drops the copy after. Where no copy can be made (every
+    replication slot in use) it says why once in the log and peeks the slot itself, taking its turn: the records
+    are the same."""
+    import psycopg2.extras
+
+    from cdckit.spark.compat import ReadMaxRows
+    from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
+
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, "copies", 2)
+    run_snapshot(spark, config, data=False)
+    execute(dsn, *(f"INSERT INTO public.moves SELECT g, g FROM generate_series({i * 10}, {i * 10 + 2}) g"
+                   for i in range(1, 7)))  # 6 transactions of 3 rows
+    options = config.as_properties(include_secrets=True)
+    reader = PostgresChangeStreamReader(options)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    first, later = reader.partitions(start, end)
+    assert isinstance(later, LsnRange) and later.start > first.start
+
+    def later_records() -> list[Any]:
+        return [(key, json.loads(value)["payload"]["after"]) for batch in reader.read(later)
+                for topic, key, value in zip(*(batch.column(name).to_pylist() for name in ("topic", "key", "value")),
+                                             strict=True) if topic == "it.public.moves"]
+
+    holder = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+    try:  # another session holds the slot, as the first partition does while it decodes
+        with holder.cursor() as cur:
+            cur.start_replication(slot_name=options["slot.name"], decode=False, options={
+                "proto_version": "1", "publication_names": options["publication.name"]})
+            held = f"SELECT active FROM pg_replication_slots WHERE slot_name = '{options['slot.name']}'"
+            assert fetch(dsn, held) == [(True,)]
+            copied = later_records()
+            assert fetch(dsn, held) == [(True,)]  # read while the slot was held, not once it was let go
+    finally:
+        holder.close()
+    assert [after["id"] for _key, after in copied] == [g for i in range(4, 7) for g in range(i * 10, i * 10 + 3)]
+    assert fetch(dsn, "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'cdckit_peek_%'") == []
+
+    free = 50 - fetch(dsn, "SELECT count(*) FROM pg_replication_slots")[0][0]  # the lab's max_replication_slots
+    fillers = [f"filler_{database}_{n}" for n in range(free)]
+    try:
+        execute(dsn, *(f"SELECT pg_create_physical_replication_slot('{name}')" for name in fillers))
+        with caplog.at_level("INFO", logger="cdckit"):
+            assert later_records() == copied
+    finally:
+        execute(dsn, *(f"SELECT pg_drop_replication_slot('{name}')" for name in fillers))
+    assert "take turns to peek the slot" in caplog.text and "replication slots are in use" in caplog.text
+    reader.stop()
+
+
 def test_planning_ahead_turns_itself_off_when_the_slot_cannot_be_copied(
         postgres: Any, database: str, caplog: pytest.LogCaptureFixture) -> None:
     """Planning ahead is a shortcut: where the slot cannot be copied, it says why once in the log, plans nothing,

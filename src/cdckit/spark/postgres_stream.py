@@ -14,7 +14,8 @@ A large batch is cut at transaction ends into up to ``cdckit.stream.partitions``
 changes (each at least ``cdckit.stream.partition.min.events``), read by as many tasks at once; the cuts are
 part of the end offset (``{"lsn": ..., "splits": [...]}``), so a batch replayed after a failure is cut the
 same way. Every partition yields its events in position order and the partitions follow each other in LSN
-order: a sink may write them partition by partition without a shuffle.
+order: a sink may write them partition by partition without a shuffle. The partitions after the first peek
+temporary copies of the slot (``changes.slot_copy``), so the server decodes them at the same time.
 
 While a backlog lasts, one counting peek plans the next batches too (``PLANNED_AHEAD``): each later
 ``latestOffset`` from a planned batch's start takes that batch as planned, without a peek of its own. When the

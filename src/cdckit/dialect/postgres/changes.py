@@ -12,11 +12,13 @@ skips, on decoding, transactions whose commit record starts before the slot's co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import struct
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
@@ -28,6 +30,7 @@ from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import SPOOL_MEMORY, copy_out
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.replication import copy_slot, drop_slot
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position, Row
@@ -566,24 +569,65 @@ def peek_blocks(conn: Connection, options: Mapping[str, str], end: int, wait_sec
 
     A peek starts at the slot's position. With ``start`` (a partition after a batch's first), the server leaves out
     the row changes of the transactions that commit before it, which ``ChangeDecoder`` would skip: the earlier
-    partitions' changes are decoded by the server again, but neither sent nor looked at."""
-    params = {"slot": options.get("slot.name", "debezium"), "end": format_lsn(end),
+    partitions' changes are decoded by the server again, but neither sent nor looked at.
+
+    Such a later partition peeks a temporary copy of the slot (``slot_copy``) where the server can make one, so
+    the partitions of a batch decode at the same time instead of in turn."""
+    slot = options.get("slot.name", "debezium")
+    copy = slot_copy(conn, options, slot) if start is not None else None
+    params = {"slot": copy or slot, "end": format_lsn(end),
               "opts": peek_options(options, ServerVersion.of(conn)), "start": start,
               "skipped": _SKIPPED_BEFORE_START}
     with conn.cursor() as cur:  # psycopg2 binds the values; COPY takes no parameters of its own
         query = cur.mogrify(_PEEK_SQL if start is None else _PEEK_FROM_SQL, params)
-    copy = b"COPY (" + query + b") TO STDOUT (FORMAT binary)"
+    statement = b"COPY (" + query + b") TO STDOUT (FORMAT binary)"
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="cdckit-peek-") as spool:
         def fetch() -> None:
             spool.seek(0)
             spool.truncate()
             with conn.cursor() as cur:
-                copy_out(cur, copy, spool)
+                copy_out(cur, statement, spool)
 
-        taking_turns(conn, fetch, wait_seconds)
+        if copy is None:
+            taking_turns(conn, fetch, wait_seconds)
+        else:
+            try:
+                fetch()
+            except BaseException:
+                with contextlib.suppress(psycopg2.Error):  # the peek's own error is the one to tell
+                    conn.rollback()
+                    drop_slot(conn, copy)
+                raise
+            conn.rollback()
+            drop_slot(conn, copy)
         spool.seek(0)
         yield from copy_blocks(spool)
     conn.commit()
+
+
+@functools.cache
+def _copies_refused(why: str) -> None:
+    log.info("the partitions of a stream batch take turns to peek the slot, as it cannot be copied: %s", why)
+
+
+def slot_copy(conn: Connection, options: Mapping[str, str], slot: str) -> str | None:
+    """The name of a temporary copy of ``slot`` made for one peek (``drop_slot`` it after), or None when the
+    server cannot make one: PostgreSQL before 12, YugabyteDB, no free replication slot (``max_replication_slots``),
+    no right to. Why not is logged once, at INFO; the peek then takes its turn on the slot itself."""
+    if options.get("connector.class", "").endswith("YugabyteDBConnector"):
+        return None
+    version = ServerVersion.of(conn)
+    if not version.can_copy_slot:
+        _copies_refused(f"PostgreSQL {version} cannot copy a replication slot (12 and later can)")
+        return None
+    copy = f"cdckit_peek_{uuid.uuid4().hex[:20]}"
+    try:
+        copy_slot(conn, slot, copy)
+    except psycopg2.Error as exc:
+        conn.rollback()
+        _copies_refused((str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        return None
+    return copy
 
 
 def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,

@@ -25,7 +25,7 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.changes import PendingChanges, pending_changes
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.replication import advance_slot, drop_slot
+from cdckit.dialect.postgres.replication import advance_slot, copy_slot, drop_slot
 from cdckit.dialect.postgres.server_version import ServerVersion
 
 log = logging.getLogger("cdckit")
@@ -91,10 +91,7 @@ class PlanAhead:
                 self._off(f"PostgreSQL {ServerVersion.of(conn)} cannot copy a replication slot (12 and later can)")
                 return
             copy = f"cdckit_plan_{uuid.uuid4().hex[:20]}"
-            with conn.cursor() as cur:
-                # temporary: the server drops it with this session, should the drop below not run
-                cur.execute("SELECT pg_copy_logical_replication_slot(%s, %s, true)", (self.slot_name, copy))
-            conn.commit()
+            copy_slot(conn, self.slot_name, copy)
             advance_slot(conn, copy, start)
             try:
                 pending = pending_changes(conn, {**self.options, "slot.name": copy}, start, max_events, upto,

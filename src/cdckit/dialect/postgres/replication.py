@@ -210,6 +210,14 @@ def create_slot(conn: Connection, options: Mapping[str, str]) -> int:
     return parse_lsn(str(row[0]))
 
 
+def copy_slot(conn: Connection, slot_name: str, copy: str) -> None:
+    """A temporary copy of the slot, at its position (PostgreSQL 12 and later): the server drops it with this
+    session, should ``drop_slot`` not run. Copying takes the slot's position without holding the slot."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_copy_logical_replication_slot(%s, %s, true)", (slot_name, copy))
+    conn.commit()
+
+
 def drop_slot(conn: Connection, slot_name: str) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
