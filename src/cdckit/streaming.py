@@ -146,8 +146,9 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     if catch_up:
         options = {**options, compat.CATCH_UP_OPTION: "true"}
     stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
-    writer = stream.writeStream.foreachBatch(each_batch).option(
-        "checkpointLocation", join(config.str("cdckit.checkpoint.location"), compat.STREAM_CHECKPOINT))
+    checkpoint = join(config.str("cdckit.checkpoint.location"), compat.STREAM_CHECKPOINT)
+    compat.local_checkpoint_files(spark, checkpoint)
+    writer = stream.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint)
     if available_now and not catch_up:
         writer = writer.trigger(availableNow=True)
     elif catch_up:

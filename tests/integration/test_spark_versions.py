@@ -85,3 +85,36 @@ def test_the_jobs_listener_hears_each_batchs_progress_an_idle_trigger_and_the_en
     assert all(isinstance(p["batchId"], int) for p in progress)
     assert progress[-1]["durationMs"].get("triggerExecution", 0) > 0
     assert idle, "the listener heard a trigger that found nothing new"
+
+
+def test_a_local_checkpoint_is_written_through_hadoops_file_system_api_on_every_spark(
+        postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    """Spark's default checkpoint manager runs readlink and chmod as processes for each batch on a local file
+    system (PySpark has no Hadoop native library): a stream with a local checkpoint names the FileSystem API's
+    manager, by the class name its Spark has, and its offsets and commits are written as before. A remote checkpoint
+    keeps Spark's default, and a manager the job names itself stands."""
+    key = compat.CHECKPOINT_FILE_MANAGER
+    spark.conf.unset(key)
+    try:
+        assert compat.local_checkpoint_files(spark, "s3a://bucket/checkpoint/stream") is None
+        assert spark.conf.get(key, None) is None
+        dsn = postgres.dsn(database)
+        execute(dsn, "CREATE TABLE public.orders (id integer PRIMARY KEY, amount integer NOT NULL)")
+        config = make_config(postgres, database, workdir, **{"max.batch.size": "2"})
+        run_snapshot(spark, config)
+        execute(dsn, *(f"INSERT INTO public.orders VALUES ({i}, {i})" for i in range(5)))
+        assert run_stream(spark, config).events == 5
+        manager = spark.conf.get(key, None)
+        assert manager is not None and manager.endswith(".FileSystemBasedCheckpointFileManager")
+        assert spark._jvm.org.apache.spark.util.Utils.classIsLoadable(manager)
+        stream = workdir / "checkpoint" / compat.STREAM_CHECKPOINT
+        assert sorted(int(p.name) for p in (stream / "commits").iterdir() if p.name.isdigit()) == [0, 1, 2]
+        assert sorted(int(p.name) for p in (stream / "offsets").iterdir() if p.name.isdigit()) == [0, 1, 2]
+        assert replay(config, TOPIC) == {(i,): {"id": i, "amount": i} for i in range(5)}
+        execute(dsn, "INSERT INTO public.orders VALUES (5, 5)")
+        assert run_stream(spark, config).events == 1  # a restart reads the checkpoint it wrote
+        spark.conf.set(key, "the.jobs.OwnManager")
+        assert compat.local_checkpoint_files(spark, str(workdir)) is None
+        assert spark.conf.get(key) == "the.jobs.OwnManager"
+    finally:
+        spark.conf.unset(key)

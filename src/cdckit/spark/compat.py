@@ -31,9 +31,16 @@ from cdckit import versions
 from cdckit.errors import CdcKitError
 from cdckit.state import StateStore
 
-__all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT", "ReadAllAvailable",
-           "ReadLimit", "ReadMaxRows", "SelfBoundedReader", "SupportsTriggerAvailableNow", "check_spark",
-           "committed_offset", "last_end_offset", "read_limit_rows"]
+__all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "CHECKPOINT_FILE_MANAGER", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT",
+           "ReadAllAvailable", "ReadLimit", "ReadMaxRows", "SelfBoundedReader", "SupportsTriggerAvailableNow",
+           "check_spark", "committed_offset", "last_end_offset", "local_checkpoint_files", "read_limit_rows"]
+
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+# Spark's checkpoint file manager over Hadoop's FileSystem API: its package moved after Spark 4.0
+_FILE_SYSTEM_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
 
 try:  # Spark 4.2+
     from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
@@ -209,3 +216,26 @@ def read_limit_rows(limit: Any, default: int) -> int:
     if isinstance(limit, ReadAllAvailable):
         return 1 << 40
     return default
+
+
+def local_checkpoint_files(spark: Any, location: str) -> str | None:
+    """Have a stream's checkpoint on a local file system written through Hadoop's FileSystem API; returns the
+    manager set, or None when the location is not local, the session already names a manager, or the session is
+    not a classic one.
+
+    Spark's default manager goes through Hadoop's FileContext, which on the local file system, without Hadoop's
+    native library (as in PySpark's own jars), runs ``readlink`` and ``chmod`` as processes, some twenty for each
+    micro-batch's offset and commit log entries. The FileSystem API writes each entry as a temporary file renamed
+    into place, as the default does, and runs ``chmod`` twice an entry. Remote checkpoints (S3, HDFS, ABFS) keep
+    Spark's default."""
+    scheme, sep, _rest = location.partition("://")
+    if (sep and scheme != "file") or spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is not None:
+        return None
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return None
+    for name in _FILE_SYSTEM_MANAGERS:
+        if jvm.org.apache.spark.util.Utils.classIsLoadable(name):
+            spark.conf.set(CHECKPOINT_FILE_MANAGER, name)
+            return name
+    return None
