@@ -62,6 +62,19 @@ def _comparable(config: Config, topic: str) -> list[Any]:
     return found
 
 
+def _moves_backlog(postgres: Any, spark: Any, database: str, workdir: Path, name: str,
+                   transactions: int) -> dict[str, str]:
+    """A stream of ``public.moves`` cut into 2 partitions, with a backlog of ``transactions`` transactions of 3
+    inserts (ids 10 to 12, 20 to 22, ...); returns its connector properties."""
+    execute(postgres.dsn(database), "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
+    config = _config(postgres, database, workdir, name, 2)
+    run_snapshot(spark, config, data=False)
+    execute(postgres.dsn(database), *(
+        f"INSERT INTO public.moves SELECT g, g FROM generate_series({i * 10}, {i * 10 + 2}) g"
+        for i in range(1, transactions + 1)))
+    return config.as_properties(include_secrets=True)
+
+
 def _structure(metadata: dict[str, Any]) -> tuple[str, int]:
     return metadata["schemaId"], metadata["lineage"]["tableVersion"]
 
@@ -187,12 +200,7 @@ def test_the_next_batches_are_planned_on_a_copy_of_the_slot_and_cut_as_their_own
     from cdckit.spark.compat import ReadMaxRows
 
     dsn = postgres.dsn(database)
-    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
-    config = _config(postgres, database, workdir, "ahead", 2)
-    run_snapshot(spark, config, data=False)
-    execute(dsn, *(f"INSERT INTO public.moves SELECT g, g FROM generate_series({i * 10}, {i * 10 + 2}) g"
-                   for i in range(1, 15)))  # 14 transactions of 3 rows
-    options = config.as_properties(include_secrets=True)
+    options = _moves_backlog(postgres, spark, database, workdir, "ahead", 14)
     peeks = []
 
     def counting(*args: Any, **kwargs: Any) -> Any:
@@ -251,12 +259,7 @@ def test_a_later_partition_peeks_a_copy_of_the_slot_and_takes_turns_when_none_ca
     from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
 
     dsn = postgres.dsn(database)
-    execute(dsn, "CREATE TABLE public.moves (id integer PRIMARY KEY, amount integer)")
-    config = _config(postgres, database, workdir, "copies", 2)
-    run_snapshot(spark, config, data=False)
-    execute(dsn, *(f"INSERT INTO public.moves SELECT g, g FROM generate_series({i * 10}, {i * 10 + 2}) g"
-                   for i in range(1, 7)))  # 6 transactions of 3 rows
-    options = config.as_properties(include_secrets=True)
+    options = _moves_backlog(postgres, spark, database, workdir, "copies", 6)
     reader = PostgresChangeStreamReader(options)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadMaxRows(100))
