@@ -20,6 +20,11 @@ def wrapped_message(exc: BaseException) -> str | None:
     return " ".join(match.group(2).split()) if match else None
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (a driver's error may go on with detail and hints), or its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class CdcKitError(Exception):
     """Base class: a problem the user can fix, with a message that says how."""
 

@@ -18,7 +18,6 @@ import logging
 import struct
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
@@ -30,9 +29,9 @@ from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import SPOOL_MEMORY, copy_out
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
-from cdckit.dialect.postgres.replication import copy_slot, drop_slot
+from cdckit.dialect.postgres.replication import copy_slot, drop_slot, slot_copy_refused
 from cdckit.dialect.postgres.server_version import ServerVersion
-from cdckit.errors import DecodingError
+from cdckit.errors import DecodingError, first_line
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position, Row
 
 log = logging.getLogger("cdckit")
@@ -616,18 +615,16 @@ def slot_copy(conn: Connection, options: Mapping[str, str], slot: str) -> str | 
     no right to. Why not is logged once, at INFO; the peek then takes its turn on the slot itself."""
     if options.get("connector.class", "").endswith("YugabyteDBConnector"):
         return None
-    version = ServerVersion.of(conn)
-    if not version.can_copy_slot:
-        _copies_refused(f"PostgreSQL {version} cannot copy a replication slot (12 and later can)")
+    refused = slot_copy_refused(conn)
+    if refused:
+        _copies_refused(refused)
         return None
-    copy = f"cdckit_peek_{uuid.uuid4().hex[:20]}"
     try:
-        copy_slot(conn, slot, copy)
+        return copy_slot(conn, slot, "cdckit_peek")
     except psycopg2.Error as exc:
         conn.rollback()
-        _copies_refused((str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        _copies_refused(first_line(exc))
         return None
-    return copy
 
 
 def peek_rows(conn: Connection, options: Mapping[str, str], end: int, wait_seconds: float = 60.0,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import uuid
 from collections.abc import Mapping
 
 import psycopg2
@@ -25,8 +24,8 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.changes import PendingChanges, pending_changes
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.replication import advance_slot, copy_slot, drop_slot
-from cdckit.dialect.postgres.server_version import ServerVersion
+from cdckit.dialect.postgres.replication import advance_slot, copy_slot, drop_slot, slot_copy_refused
+from cdckit.errors import first_line
 
 log = logging.getLogger("cdckit")
 
@@ -87,11 +86,11 @@ class PlanAhead:
             if self._conn is None or self._conn.closed:
                 self._conn = connect(self.options)
             conn = self._conn
-            if not ServerVersion.of(conn).can_copy_slot:
-                self._off(f"PostgreSQL {ServerVersion.of(conn)} cannot copy a replication slot (12 and later can)")
+            refused = slot_copy_refused(conn)
+            if refused:
+                self._off(refused)
                 return
-            copy = f"cdckit_plan_{uuid.uuid4().hex[:20]}"
-            copy_slot(conn, self.slot_name, copy)
+            copy = copy_slot(conn, self.slot_name, "cdckit_plan")
             advance_slot(conn, copy, start)
             try:
                 pending = pending_changes(conn, {**self.options, "slot.name": copy}, start, max_events, upto,
@@ -103,12 +102,12 @@ class PlanAhead:
             self.planned += 1
         except psycopg2.OperationalError as exc:  # the server went away, or the peek was cancelled: next time
             log.info("planning the next stream batches ahead failed (%s); latestOffset peeks the slot itself",
-                     _first_line(exc))
+                     first_line(exc))
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
         except Exception as exc:  # a shortcut only: any failure turns it off, and the slot's own peeks go on
-            self._off(_first_line(exc))
+            self._off(first_line(exc))
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
@@ -117,6 +116,3 @@ class PlanAhead:
         self.enabled = False
         log.info("the next stream batches are planned as each is asked for, not while the one before runs: %s", why)
 
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

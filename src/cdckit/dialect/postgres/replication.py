@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -210,12 +211,21 @@ def create_slot(conn: Connection, options: Mapping[str, str]) -> int:
     return parse_lsn(str(row[0]))
 
 
-def copy_slot(conn: Connection, slot_name: str, copy: str) -> None:
-    """A temporary copy of the slot, at its position (PostgreSQL 12 and later): the server drops it with this
-    session, should ``drop_slot`` not run. Copying takes the slot's position without holding the slot."""
+def slot_copy_refused(conn: Connection) -> str | None:
+    """Why this server cannot copy a replication slot (``copy_slot``), or None when it can."""
+    version = ServerVersion.of(conn)
+    return None if version.can_copy_slot else f"PostgreSQL {version} cannot copy a replication slot (12 and later can)"
+
+
+def copy_slot(conn: Connection, slot_name: str, prefix: str) -> str:
+    """A temporary copy of the slot, at its position (PostgreSQL 12 and later), named ``prefix`` and a random
+    suffix; returns the name. The server drops it with this session, should ``drop_slot`` not run. Copying takes
+    the slot's position without holding the slot."""
+    copy = f"{prefix}_{uuid.uuid4().hex[:20]}"
     with conn.cursor() as cur:
         cur.execute("SELECT pg_copy_logical_replication_slot(%s, %s, true)", (slot_name, copy))
     conn.commit()
+    return copy
 
 
 def drop_slot(conn: Connection, slot_name: str) -> None:
