@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdckit.errors import UnsupportedValueError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position
-from cdckit.formats.arrow_text import join, merge
+from cdckit.formats.arrow_text import Parts, join, joined, merge, parts
 from cdckit.formats.debezium.envelope import TableFormat, dumps
 from cdckit.formats.debezium.postgres_types import ColumnType
 
@@ -79,7 +79,8 @@ class _Converter:
         field = self.field
         return dumps(field.default if field.placeholder is None else field.placeholder)
 
-    def json(self, texts: pa.Array) -> pa.Array:
+    def json(self, texts: pa.Array) -> pa.Array | Parts:
+        """Each value's JSON text (``Parts`` where they are still to be joined)."""
         import pyarrow.compute as pc
 
         plain = self._plain(texts)
@@ -90,7 +91,8 @@ class _Converter:
             return self._fast(texts)
         if not pc.any(plain).as_py():
             return self._by_reference(texts)
-        return merge(plain, self._fast(texts.filter(plain)), self._by_reference(texts.filter(pc.invert(plain))))
+        return merge(plain, joined(self._fast(texts.filter(plain))),
+                     self._by_reference(texts.filter(pc.invert(plain))))
 
     def _by_reference(self, texts: pa.Array) -> pa.Array:
         """Each distinct value converted once by the reference; nulls too."""
@@ -127,7 +129,7 @@ class _Converter:
                 if digits > 0 else None
         return None
 
-    def _fast(self, texts: pa.Array) -> pa.Array:
+    def _fast(self, texts: pa.Array) -> pa.Array | Parts:
         """The kernel's JSON for values ``_plain`` accepted."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -140,7 +142,7 @@ class _Converter:
         if kind == "boolean":
             return pc.if_else(pc.equal(texts, "t"), pa.scalar("true", text), pa.scalar("false", text))
         if kind == "string":
-            return join('"', texts, '"')
+            return parts('"', texts, '"')
         if kind == "date":
             days = pc.strptime(texts, format="%Y-%m-%d", unit="s").cast(pa.date32()).cast(pa.int32())
             return days.cast(text)
@@ -148,14 +150,14 @@ class _Converter:
             clock = pc.utf8_slice_codeunits(texts, 11, 19)
             date = pc.utf8_slice_codeunits(texts, 0, 10)
             if self.precision == 0:
-                return join('"', date, "T", clock, 'Z"')
+                return parts('"', date, "T", clock, 'Z"')
             fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(texts, 20, -3), width=self.precision, padding="0")
-            return join('"', date, "T", clock, ".", fraction, 'Z"')
+            return parts('"', date, "T", clock, ".", fraction, 'Z"')
         if kind == "decimal":
             import numpy as np
 
             unscaled = pc.replace_substring(texts, ".", "").cast(pa.int64()).to_numpy(zero_copy_only=False)
-            return join('"', _base64_twos_complement(np.asarray(unscaled, dtype=np.int64)), '"')
+            return parts('"', _base64_twos_complement(np.asarray(unscaled, dtype=np.int64)), '"')
         raise AssertionError(kind)
 
 
@@ -270,35 +272,25 @@ class ColumnarReads(_TableConverters):
 
 
 def _struct(converters: Sequence[_Converter], columns: Mapping[str, pa.Array], rows: int,
-            unavailable: Mapping[str, pa.Array] | None = None) -> pa.Array:
-    """The JSON object of each of ``rows`` rows: ``{"name":value,...}``; ``unavailable``: where a column's value
-    is one the change did not carry (a mask per column)."""
+            unavailable: Mapping[str, pa.Array] | None = None) -> pa.Array | Parts:
+    """The JSON object of each of ``rows`` rows: ``{"name":value,...}`` (``Parts`` to be joined); ``unavailable``:
+    where a column's value is one the change did not carry (a mask per column)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not converters:
         return pa.repeat(pa.scalar("{}", pa.large_string()), rows)
-    parts: list[Any] = ["{"]
+    items: list[Any] = ["{"]
     for index, converter in enumerate(converters):
         name = converter.field.name
-        parts.append(("," if index else "") + dumps(converter.field.json_name) + ":")
+        items.append(("," if index else "") + dumps(converter.field.json_name) + ":")
         texts = converter.json(columns[name])
         if unavailable and name in unavailable:
-            texts = pc.if_else(unavailable[name], pa.scalar(converter.unavailable(), pa.large_string()), texts)
-        parts.append(texts)
-    parts.append("}")
-    return join(*_fold_literals(parts))
-
-
-def _fold_literals(parts: list[Any]) -> list[Any]:
-    """Adjacent literal texts as one."""
-    folded: list[Any] = []
-    for part in parts:
-        if isinstance(part, str) and folded and isinstance(folded[-1], str):
-            folded[-1] += part
-        else:
-            folded.append(part)
-    return folded
+            texts = pc.if_else(unavailable[name], pa.scalar(converter.unavailable(), pa.large_string()),
+                               joined(texts))
+        items.append(texts)
+    items.append("}")
+    return parts(*items)
 
 
 def read_event(schema: str, table: str, lsn: int, ts_ms: int, tx_id: int, marker: str) -> ChangeEvent:
@@ -415,8 +407,8 @@ class ColumnarChanges(_TableConverters):
                       + self.value_suffix)
         return key, value
 
-    def _image_texts(self, image: Image, rows: int) -> pa.Array:
-        """Each row's image as its JSON object, ``null`` for none."""
+    def _image_texts(self, image: Image, rows: int) -> pa.Array | Parts:
+        """Each row's image as its JSON object, ``null`` for none (``Parts`` where they are still to be joined)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -427,13 +419,13 @@ class ColumnarChanges(_TableConverters):
         count = int(pc.sum(present).as_py() or 0)
         if count == 0:
             return pa.repeat(null, rows)
-        texts = _struct(self.values, {name: column.filter(present) for name, column in image.columns.items()},
-                        count, {name: mask.filter(present) for name, mask in image.unavailable.items()})
+        texts = joined(_struct(self.values, {name: column.filter(present) for name, column in image.columns.items()},
+                               count, {name: mask.filter(present) for name, mask in image.unavailable.items()}))
         if count == rows:
             return texts
         return merge(present, texts, pa.repeat(null, rows - count))
 
-    def _sources(self, block: ChangeBlock) -> pa.Array:
+    def _sources(self, block: ChangeBlock) -> Parts:
         """Each change's source block: the reference's text for the first change, its varying fields per change."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -449,12 +441,12 @@ class ColumnarChanges(_TableConverters):
             "ts_ms": numbers(block.source_ts_ms),
             "txId": numbers(block.tx_ids),
             "lsn": numbers(block.lsns),
-            "sequence": join('"[', quoted(block.last_commits), ",", quoted(block.lsns), ']"'),
+            "sequence": parts('"[', quoted(block.last_commits), ",", quoted(block.lsns), ']"'),
         }
         probe = self.format.source.payload(block.first, self.topic_prefix, self.format.database)
-        parts: list[Any] = []
+        items: list[Any] = []
         for index, (name, value) in enumerate(probe.items()):
-            parts.append(("{" if index == 0 else ",") + dumps(name) + ":")
-            parts.append(varying[name] if name in _VARYING_SOURCE else dumps(value))
-        parts.append("}")
-        return join(*_fold_literals(parts))
+            items.append(("{" if index == 0 else ",") + dumps(name) + ":")
+            items.append(varying[name] if name in _VARYING_SOURCE else dumps(value))
+        items.append("}")
+        return parts(*items)
