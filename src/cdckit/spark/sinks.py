@@ -266,13 +266,13 @@ class Sink:
         """Run a snapshot or stream batch whose source writes its own records (``source_writes``); returns rows
         per topic, summed from the source's ``_written`` rows (one per task and topic). The source's control
         rows go to ``controls``."""
-        from pyspark.sql import functions as F
-
         from cdckit.errors import from_spark
         from cdckit.spark.rows import WRITTEN
 
         with from_spark(what):
-            reported = df.filter(F.col("op").startswith("_")).select("topic", "value", "op").collect()
+            # Only control rows come (the tasks wrote the records): collected as they are, without a filter and a
+            # projection for Spark to analyse and plan again for every micro-batch.
+            reported = [row for row in df.collect() if row["op"].startswith("_")]
         return _summarize(((row["topic"], int(row["value"])) if row["op"] == WRITTEN else ("_control", row["value"])
                            for row in reported), controls)
 
