@@ -147,7 +147,6 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         options = {**options, compat.CATCH_UP_OPTION: "true"}
     stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
     checkpoint = join(config.str("cdckit.checkpoint.location"), compat.STREAM_CHECKPOINT)
-    compat.local_checkpoint_files(spark, checkpoint)
     writer = stream.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint)
     if available_now and not catch_up:
         writer = writer.trigger(availableNow=True)
@@ -166,7 +165,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         listener = ProgressListener(observer.metrics.progress, lambda: _idle(observer))
         remove_listener = listen(spark, listener)
     try:
-        query = writer.queryName(query_name).start()
+        with compat.local_checkpoint_files(spark, checkpoint):
+            query = writer.queryName(query_name).start()
     except BaseException:
         if remove_listener is not None:
             remove_listener()

@@ -90,23 +90,35 @@ def test_the_jobs_listener_hears_each_batchs_progress_an_idle_trigger_and_the_en
 def test_a_local_checkpoint_is_written_through_hadoops_file_system_api_on_every_spark(
         postgres: Any, spark: Any, database: str, workdir: Path) -> None:
     """Spark's default checkpoint manager runs readlink and chmod as processes for each batch on a local file
-    system (PySpark has no Hadoop native library): a stream with a local checkpoint names the FileSystem API's
-    manager, by the class name its Spark has, and its offsets and commits are written as before. A remote checkpoint
-    keeps Spark's default, and a manager the job names itself stands."""
+    system (PySpark has no Hadoop native library): a stream with a local checkpoint starts with the FileSystem API's
+    manager, by the class name its Spark has, and its offsets and commits are written as before. The setting is
+    the query's own: the session's is unset again, so the job's other queries keep Spark's default. A remote
+    checkpoint keeps Spark's default, and a manager the job names itself stands."""
     key = compat.CHECKPOINT_FILE_MANAGER
     spark.conf.unset(key)
     try:
-        assert compat.local_checkpoint_files(spark, "s3a://bucket/checkpoint/stream") is None
-        assert spark.conf.get(key, None) is None
+        for remote in ("s3a://bucket/checkpoint/stream", "hdfs:/checkpoint/stream", "abfss://c@a.dfs/checkpoint"):
+            with compat.local_checkpoint_files(spark, remote) as manager:
+                assert manager is None, remote
+                assert spark.conf.get(key, None) is None
+        with compat.local_checkpoint_files(spark, str(workdir / "rate")) as manager:
+            assert manager is not None and manager.endswith(".FileSystemBasedCheckpointFileManager")
+            assert spark._jvm.org.apache.spark.util.Utils.classIsLoadable(manager)
+            assert spark.conf.get(key) == manager
+            query = spark.readStream.format("rate").load().writeStream.format("noop") \
+                .option("checkpointLocation", str(workdir / "rate")).start()
+        try:
+            assert spark.conf.get(key, None) is None  # the session's setting is gone, the query keeps its own
+            assert query._jsq.streamingQuery().offsetLog().fileManager().getClass().getName() == manager
+        finally:
+            query.stop()
         dsn = postgres.dsn(database)
         execute(dsn, "CREATE TABLE public.orders (id integer PRIMARY KEY, amount integer NOT NULL)")
         config = make_config(postgres, database, workdir, **{"max.batch.size": "2"})
         run_snapshot(spark, config)
         execute(dsn, *(f"INSERT INTO public.orders VALUES ({i}, {i})" for i in range(5)))
         assert run_stream(spark, config).events == 5
-        manager = spark.conf.get(key, None)
-        assert manager is not None and manager.endswith(".FileSystemBasedCheckpointFileManager")
-        assert spark._jvm.org.apache.spark.util.Utils.classIsLoadable(manager)
+        assert spark.conf.get(key, None) is None
         stream = workdir / "checkpoint" / compat.STREAM_CHECKPOINT
         assert sorted(int(p.name) for p in (stream / "commits").iterdir() if p.name.isdigit()) == [0, 1, 2]
         assert sorted(int(p.name) for p in (stream / "offsets").iterdir() if p.name.isdigit()) == [0, 1, 2]
@@ -114,7 +126,8 @@ def test_a_local_checkpoint_is_written_through_hadoops_file_system_api_on_every_
         execute(dsn, "INSERT INTO public.orders VALUES (5, 5)")
         assert run_stream(spark, config).events == 1  # a restart reads the checkpoint it wrote
         spark.conf.set(key, "the.jobs.OwnManager")
-        assert compat.local_checkpoint_files(spark, str(workdir)) is None
+        with compat.local_checkpoint_files(spark, str(workdir)) as manager:
+            assert manager is None
         assert spark.conf.get(key) == "the.jobs.OwnManager"
     finally:
         spark.conf.unset(key)

@@ -20,12 +20,14 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyspark
+from py4j.protocol import Py4JError
 
 from cdckit import versions
 from cdckit.errors import CdcKitError
@@ -218,24 +220,46 @@ def read_limit_rows(limit: Any, default: int) -> int:
     return default
 
 
-def local_checkpoint_files(spark: Any, location: str) -> str | None:
-    """Have a stream's checkpoint on a local file system written through Hadoop's FileSystem API; returns the
-    manager set, or None when the location is not local, the session already names a manager, or the session is
-    not a classic one.
+@contextlib.contextmanager
+def local_checkpoint_files(spark: Any, location: str) -> Iterator[str | None]:
+    """While a stream starts, have its checkpoint, where it is on a local file system, written through Hadoop's
+    FileSystem API; gives the manager set, or None when the location is not local, the session already names a
+    manager, or the session is not a classic one.
 
     Spark's default manager goes through Hadoop's FileContext, which on the local file system, without Hadoop's
     native library (as in PySpark's own jars), runs ``readlink`` and ``chmod`` as processes, some twenty for each
     micro-batch's offset and commit log entries. The FileSystem API writes each entry as a temporary file renamed
-    into place, as the default does, and runs ``chmod`` twice an entry. Remote checkpoints (S3, HDFS, ABFS) keep
-    Spark's default."""
-    scheme, sep, _rest = location.partition("://")
-    if (sep and scheme != "file") or spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is not None:
-        return None
+    into place, as the default does, and runs ``chmod`` twice an entry. Remote checkpoints (S3, HDFS, ABFS, and a
+    path without a scheme where Hadoop's default file system is one of them) keep Spark's default.
+
+    The setting is the starting query's alone: a query keeps a copy of its session's settings, and the session's
+    is unset again once the block ends, so the job's other queries keep Spark's default."""
+    name = _file_system_manager(spark, location)
+    if name is None:
+        yield None
+        return
+    spark.conf.set(CHECKPOINT_FILE_MANAGER, name)
+    try:
+        yield name
+    finally:
+        spark.conf.unset(CHECKPOINT_FILE_MANAGER)
+
+
+def _file_system_manager(spark: Any, location: str) -> str | None:
+    """The FileSystem API's checkpoint manager, by the class name this Spark has, for a checkpoint at ``location``
+    on a local file system (``local_checkpoint_files``); None otherwise."""
     jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    if jvm is None or spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is not None:
+        return None
+    hadoop = jvm.org.apache.hadoop.fs
+    try:
+        scheme = (hadoop.Path(location).toUri().getScheme()
+                  or hadoop.FileSystem.getDefaultUri(spark._jsc.hadoopConfiguration()).getScheme())
+    except Py4JError:  # a location Hadoop cannot parse: Spark's default, which reports it when the query starts
+        return None
+    if scheme != "file":
         return None
     for name in _FILE_SYSTEM_MANAGERS:
         if jvm.org.apache.spark.util.Utils.classIsLoadable(name):
-            spark.conf.set(CHECKPOINT_FILE_MANAGER, name)
-            return name
+            return str(name)
     return None
