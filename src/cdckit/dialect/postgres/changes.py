@@ -29,7 +29,7 @@ from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.dialect.postgres.connection import SPOOL_MEMORY, copy_out
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
-from cdckit.dialect.postgres.replication import copy_slot, drop_slot, slot_copy_refused
+from cdckit.dialect.postgres.replication import can_copy_slots, copy_slot, drop_slot, slot_copy_refused
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.errors import DecodingError, first_line
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position, Row
@@ -613,7 +613,7 @@ def slot_copy(conn: Connection, options: Mapping[str, str], slot: str) -> str | 
     """The name of a temporary copy of ``slot`` made for one peek (``drop_slot`` it after), or None when the
     server cannot make one: PostgreSQL before 12, YugabyteDB, no free replication slot (``max_replication_slots``),
     no right to. Why not is logged once, at INFO; the peek then takes its turn on the slot itself."""
-    if options.get("connector.class", "").endswith("YugabyteDBConnector"):
+    if not can_copy_slots(options):
         return None
     refused = slot_copy_refused(conn)
     if refused:

@@ -24,7 +24,13 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.changes import PendingChanges, pending_changes
 from cdckit.dialect.postgres.connection import connect
-from cdckit.dialect.postgres.replication import advance_slot, copy_slot, drop_slot, slot_copy_refused
+from cdckit.dialect.postgres.replication import (
+    advance_slot,
+    can_copy_slots,
+    copy_slot,
+    drop_slot,
+    slot_copy_refused,
+)
 from cdckit.errors import first_line
 
 log = logging.getLogger("cdckit")
@@ -36,8 +42,7 @@ class PlanAhead:
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
         self.slot_name = self.options.get("slot.name", "debezium")
-        # YugabyteDB's slots cannot be copied
-        self.enabled = not self.options.get("connector.class", "").endswith("YugabyteDBConnector")
+        self.enabled = can_copy_slots(self.options)
         self.planned = 0  # plans made so far (tests and logs)
         self._conn: Connection | None = None
         self._thread: threading.Thread | None = None

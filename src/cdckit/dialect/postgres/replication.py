@@ -211,6 +211,12 @@ def create_slot(conn: Connection, options: Mapping[str, str]) -> int:
     return parse_lsn(str(row[0]))
 
 
+def can_copy_slots(options: Mapping[str, str]) -> bool:
+    """Whether the connector's database copies replication slots at all (YugabyteDB's cannot); whether this
+    server's version can is ``slot_copy_refused``'s."""
+    return not options.get("connector.class", "").endswith("YugabyteDBConnector")
+
+
 def slot_copy_refused(conn: Connection) -> str | None:
     """Why this server cannot copy a replication slot (``copy_slot``), or None when it can."""
     version = ServerVersion.of(conn)
