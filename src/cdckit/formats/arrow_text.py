@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-class Parts(tuple):  # type: ignore[type-arg]
+class Parts(tuple[Any, ...]):
     """Texts to be joined element-wise, not joined yet: ``join`` takes them as the parts they hold, so a text made
     of texts is copied once, at the end, instead of once for each level it is nested in."""
 
