@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,7 @@ def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: A
         ranges.setdefault(fd, []).append((offset, offset + length))
         real(fd, offset, length, advice)
 
+    monkeypatch.setattr(jsonl, "direct_writes_suit", lambda folder: False)  # a file system written through the cache
     monkeypatch.setattr(jsonl, "WRITE_BEHIND_BYTES", 4096)
     monkeypatch.setattr(os, "posix_fadvise", fadvise)
     assert _files_lines(tmp_path / "behind", batches) == expected
@@ -119,3 +121,98 @@ def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: A
     assert _files_lines(tmp_path / "refused", batches) == expected
     monkeypatch.delattr(os, "posix_fadvise")  # a platform without it: written, synced and renamed all the same
     assert _files_lines(tmp_path / "plain", batches) == expected
+
+
+def _rows_of_sizes(sizes: list[int]) -> list[dict[str, Any]]:
+    return [{"topic": f"shop.public.t{n % 2}", "key": json.dumps({"id": n}), "value": json.dumps({"v": "é" * size}),
+             "headers": None, "table": "public.t", "op": "c", "commit_lsn": 1, "lsn": n, "serial": 0,
+             "source_ts_ms": 0, "value_binary": None} for n, size in enumerate(sizes)]
+
+
+def _direct_writes_or_skip(folder: Any) -> None:
+    import os
+
+    from cdckit.spark.jsonl import direct_writes_suit
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not direct_writes_suit(folder):
+        pytest.skip(f"{folder} is not on a local disk's file system (ext4, XFS, Btrfs), which direct writes need")
+    fd = os.open(folder / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    os.close(fd)
+
+
+def _direct_writes(monkeypatch: Any) -> list[tuple[int, int, bool]]:
+    """Each ``os.pwrite`` as (offset, bytes, whether its file was opened with ``O_DIRECT``)."""
+    import fcntl
+    import os
+
+    calls: list[tuple[int, int, bool]] = []
+    real = os.pwrite
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        calls.append((offset, len(memoryview(data)), bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    return calls
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3000), max_size=12), max_size=6))
+def test_files_written_past_the_page_cache_hold_every_line_once(tmp_path_factory: Any, sizes: list[list[int]]
+                                                                ) -> None:
+    from cdckit.spark import jsonl
+
+    folder = tmp_path_factory.mktemp("direct")
+    _direct_writes_or_skip(folder)
+    batches = [_batch(_rows_of_sizes(each)) for each in sizes]
+    rows = [row for each in sizes for row in _rows_of_sizes(each)]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(jsonl, "DIRECT_STAGE_BYTES", 8192)  # lines that cross the aligned buffer's end
+        calls = _direct_writes(monkeypatch)
+        written = _files_lines(folder, batches)
+    assert written == {topic: "".join(record_line(row) + "\n" for row in rows if row["topic"] == topic).encode()
+                       for topic in {row["topic"] for row in rows}}
+    # whole blocks written directly from the aligned buffer, at most a partial block at the end through the cache
+    for offset, length, direct in calls:
+        assert (direct and offset % 4096 == 0 and length % 4096 == 0 and 0 < length <= 8192) or (
+            not direct and length < 4096)
+    assert sum(length for _, length, direct in calls if direct) >= sum(map(len, written.values())) - 2 * 4096
+
+
+def test_a_refused_direct_write_writes_the_rest_through_the_page_cache(tmp_path: Any, monkeypatch: Any) -> None:
+    import errno
+    import os
+
+    from cdckit.spark import jsonl
+
+    _direct_writes_or_skip(tmp_path)
+    rows = _rows_of_sizes([2000] * 40)
+    calls = _direct_writes(monkeypatch)
+    spied = os.pwrite
+    refused = []
+
+    def refuse_direct(fd: int, data: Any, offset: int) -> int:
+        import fcntl
+
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT and not refused:
+            refused.append(offset)
+            raise OSError(errno.EINVAL, "Invalid argument")  # as a file system that takes no direct write
+        return spied(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", refuse_direct)
+    monkeypatch.setattr(jsonl, "DIRECT_STAGE_BYTES", 16384)
+    written = _files_lines(tmp_path, [_batch(rows[:20]), _batch(rows[20:])])
+    assert written == {topic: "".join(record_line(row) + "\n" for row in rows if row["topic"] == topic).encode()
+                       for topic in ("shop.public.t0", "shop.public.t1")}
+    assert refused == [0]
+    assert any(direct for _, _, direct in calls)  # the other topic's file went on writing directly
+
+
+def test_files_on_other_file_systems_are_written_through_the_page_cache(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from cdckit.spark.jsonl import direct_writes_suit
+
+    assert not direct_writes_suit(Path("/proc"))  # procfs: not a local disk's file system
+    assert not direct_writes_suit(tmp_path / "missing")  # a folder statfs cannot find

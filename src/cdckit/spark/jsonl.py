@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
+import mmap
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -125,16 +127,157 @@ def lines_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, memoryview, int
 
 
 WRITE_BEHIND_BYTES = 8 << 20  # how much a file is written before the disk is asked to start writing it out
+DIRECT_BLOCK = 4096  # what a file written past the page cache is written in: whole blocks, from aligned memory
+DIRECT_STAGE_BYTES = 4 << 20  # the aligned buffer those blocks are gathered in, one per task's files
+
+
+# file systems on local disks (statfs's f_type), whose direct writes go to the disk as they are: ext2/3/4, XFS, Btrfs
+DIRECT_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E})
+
+
+def direct_writes_suit(folder: Path) -> bool:
+    """Whether files in ``folder`` are written past the page cache (``_TopicFile``): on Linux, where the folder is
+    on a local disk's file system. A network file system (NFS, EFS, SMB) would wait for its server at each direct
+    write, and others (tmpfs, FUSE, overlays) gain nothing or refuse it: those are written through the page
+    cache."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        found = ctypes.create_string_buffer(512)  # struct statfs (120 bytes on 64-bit Linux), f_type first
+        if libc.statfs(os.fsencode(folder), found) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    return (ctypes.c_long.from_buffer(found).value & 0xFFFFFFFF) in DIRECT_FILE_SYSTEMS
+
+
+class _TopicFile:
+    """One topic's file of one task, written to a temporary name.
+
+    Where ``direct_writes_suit`` its folder, the file is opened with ``O_DIRECT``: its lines are gathered in an
+    aligned buffer (``stage``, shared by the task's files) and written in whole blocks straight from it to the
+    disk. The kernel then neither copies them into its page cache nor allocates those pages and writes them out
+    later, which cost the task's process more than formatting the lines did: on the benchmarks' virtual machine,
+    1 to 6 µs of system time for each 3.4 KB line, against 0.1 µs written directly. The last partial block goes
+    through the page cache when the file is finished, as does the rest of a file whose direct write is refused.
+
+    Elsewhere the file is written through the page cache, and every ``WRITE_BEHIND_BYTES`` its new pages are
+    handed to the disk (``POSIX_FADV_DONTNEED`` starts their writeback without waiting for it, and drops the pages
+    written out before): the disk writes while the task formats, instead of idling until the page cache fills and
+    the kernel stalls every writer, and ``finish``'s sync finds little left to write."""
+
+    def __init__(self, temporary: Path, final: Path, stage: memoryview | None) -> None:
+        self.temporary = temporary
+        self.final = final
+        self.stage = stage
+        self.fd = -1
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        if stage is not None:
+            with contextlib.suppress(OSError):
+                self.fd = os.open(temporary, flags | os.O_DIRECT, 0o644)
+        self.direct = self.fd >= 0
+        if not self.direct:
+            self.fd = os.open(temporary, flags, 0o644)
+        self.written = 0  # bytes of the file written to it (direct: whole blocks only)
+        self.pending = b""  # direct: the bytes after the last whole block, not written yet
+        self._handed = 0  # buffered: of the bytes written, those handed to the disk
+        self._handed_before = 0  # of which handed before the last time
+
+    def write(self, lines: memoryview) -> None:
+        if self.direct:
+            self._write_direct(lines)
+        else:
+            self._write_all(lines)
+
+    def _write_direct(self, lines: memoryview) -> None:
+        stage = self.stage
+        assert stage is not None
+        lines = lines.cast("B") if lines.format != "B" else lines
+        filled = len(self.pending)
+        stage[:filled] = self.pending
+        taken = 0
+        while True:
+            more = min(len(lines) - taken, len(stage) - filled)
+            stage[filled:filled + more] = lines[taken:taken + more]
+            filled += more
+            taken += more
+            whole = filled - filled % DIRECT_BLOCK
+            if whole:
+                try:
+                    done = os.pwrite(self.fd, stage[:whole], self.written)
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL:
+                        raise
+                    self._buffered_from_now(stage[:filled])  # the file system takes no direct write after all
+                    self._write_all(lines[taken:])
+                    return
+                if done != whole:  # a short direct write (a full disk): the rest through the page cache
+                    self._buffered_from_now(stage[done:filled], done)
+                    self._write_all(lines[taken:])
+                    return
+                self.written += whole
+            rest = filled - whole
+            if taken == len(lines):
+                self.pending = bytes(stage[whole:filled])
+                return
+            stage[:rest] = stage[whole:filled]
+            filled = rest
+
+    def _buffered_from_now(self, unwritten: memoryview, done: int = 0) -> None:
+        """Write through the page cache from here on, starting with ``unwritten`` (after ``done`` bytes)."""
+        import fcntl
+
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+        self.direct = False
+        self.written += done
+        self.pending = b""
+        self._write_all(unwritten)
+
+    def _write_all(self, data: memoryview | bytes) -> None:
+        view = memoryview(data)
+        while view:
+            done = os.pwrite(self.fd, view, self.written)
+            self.written += done
+            view = view[done:]
+        if not self.direct and self.written - self._handed >= WRITE_BEHIND_BYTES:
+            self._write_behind()
+
+    def _write_behind(self) -> None:
+        """Start the disk writing the file's pages written since the last call (where the platform can)."""
+        if not hasattr(os, "posix_fadvise"):
+            return
+        # With the pages handed the last time: clean by now, they leave the page cache. Advice only: a file system
+        # that refuses it (some network or FUSE mounts) is written as before, synced by ``commit``.
+        start = self._handed_before
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(self.fd, start, self.written - start, os.POSIX_FADV_DONTNEED)
+        self._handed_before = self._handed
+        self._handed = self.written
+
+    def finish(self) -> None:
+        """The last partial block written, the file synced, closed and renamed to its final name."""
+        if self.pending:
+            self._buffered_from_now(memoryview(self.pending))
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        os.replace(self.temporary, self.final)
+
+    def discard(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+            self.temporary.unlink(missing_ok=True)
 
 
 class TopicFiles:
-    """One task's records as files ``<output>/<topic>/<name>.jsonl``: written to a temporary name, synced and
-    renamed by ``commit``, so a file is whole or absent, and a task run again writes the same file again.
-
-    Every ``WRITE_BEHIND_BYTES`` a file's new pages are handed to the disk (``POSIX_FADV_DONTNEED`` starts their
-    writeback without waiting for it, and drops the pages written out before): the disk writes while the task
-    formats, instead of idling until the page cache fills and the kernel stalls every writer, and ``commit``'s
-    sync finds little left to write.
+    """One task's records as files ``<output>/<topic>/<name>.jsonl``: written to a temporary name (as
+    ``_TopicFile`` writes it), synced and renamed by ``commit``, so a file is whole or absent, and a task run again
+    writes the same file again.
 
     An ``OSError`` becomes a ``SinkWriteError`` that says the batch is written again, whole, on the next run.
     """
@@ -142,43 +285,33 @@ class TopicFiles:
     def __init__(self, output: str, name: str) -> None:
         self.output = output
         self.name = name
-        self.handles: dict[str, tuple[IO[bytes], Path, Path]] = {}
+        self.files: dict[str, _TopicFile] = {}
         self.counts: Counter[str] = Counter()
-        self._written: Counter[str] = Counter()  # bytes per topic's file
-        self._handed: Counter[str] = Counter()  # of which handed to the disk
-        self._handed_before: Counter[str] = Counter()  # of which handed before the last time
+        self._stage: memoryview | None = None
+
+    def _file(self, topic: str) -> _TopicFile:
+        file = self.files.get(topic)
+        if file is None:
+            folder = Path(self.output) / topic
+            folder.mkdir(parents=True, exist_ok=True)
+            stage = None
+            if direct_writes_suit(folder):
+                if self._stage is None:
+                    self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
+                stage = self._stage
+            file = self.files[topic] = _TopicFile(folder / f".{self.name}.jsonl.tmp", folder / f"{self.name}.jsonl",
+                                                  stage)
+        return file
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Append a batch of records (``rows.EVENT_SCHEMA``, no control rows), each to its topic's file."""
         try:
             for topic, lines, count in lines_by_topic(batch):
-                if topic not in self.handles:
-                    folder = Path(self.output) / topic
-                    folder.mkdir(parents=True, exist_ok=True)
-                    temporary = folder / f".{self.name}.jsonl.tmp"
-                    self.handles[topic] = (temporary.open("wb"), temporary, folder / f"{self.name}.jsonl")
-                handle = self.handles[topic][0]
-                handle.write(lines)
+                self._file(topic).write(lines)
                 self.counts[topic] += count
-                self._written[topic] += len(lines)
-                if self._written[topic] - self._handed[topic] >= WRITE_BEHIND_BYTES:
-                    self._write_behind(topic, handle)
         except OSError as exc:
             self.abort()
             raise self._error(exc) from None
-
-    def _write_behind(self, topic: str, handle: IO[bytes]) -> None:
-        """Start the disk writing the file's pages written since the last call (where the platform can)."""
-        if not hasattr(os, "posix_fadvise"):
-            return
-        handle.flush()
-        # With the pages handed the last time: clean by now, they leave the page cache. Advice only: a file system
-        # that refuses it (some network or FUSE mounts) is written as before, synced by ``commit``.
-        start = self._handed_before[topic]
-        with contextlib.suppress(OSError):
-            os.posix_fadvise(handle.fileno(), start, self._written[topic] - start, os.POSIX_FADV_DONTNEED)
-        self._handed_before[topic] = self._handed[topic]
-        self._handed[topic] = self._written[topic]
 
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> Counter[str]:
         """Write every batch and commit; on any failure nothing is left behind. Returns records per topic."""
@@ -193,11 +326,8 @@ class TopicFiles:
     def commit(self) -> Counter[str]:
         """Make every file durable and visible; returns the records written per topic."""
         try:
-            for handle, temporary, final in self.handles.values():
-                handle.flush()
-                os.fsync(handle.fileno())
-                handle.close()
-                os.replace(temporary, final)
+            for file in self.files.values():
+                file.finish()
         except OSError as exc:
             raise self._error(exc) from None
         finally:
@@ -206,12 +336,10 @@ class TopicFiles:
 
     def abort(self) -> None:
         """Close and remove what is not committed."""
-        for handle, temporary, _ in self.handles.values():
-            if not handle.closed:
-                # closed even when the flush it makes fails again (a full disk): the first error is the one reported
-                with contextlib.suppress(OSError):
-                    handle.close()
-                temporary.unlink(missing_ok=True)
+        for file in self.files.values():
+            file.discard()
+            file.stage = None
+        self._stage = None
 
     def _error(self, exc: OSError) -> Exception:
         from cdckit.errors import SinkWriteError
