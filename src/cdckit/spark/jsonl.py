@@ -211,10 +211,8 @@ class _TopicFile:
                 except OSError as exc:
                     if exc.errno != errno.EINVAL:
                         raise
-                    self._buffered_from_now(stage[:filled])  # the file system takes no direct write after all
-                    self._write_all(lines[taken:])
-                    return
-                if done != whole:  # a short direct write (a full disk): the rest through the page cache
+                    done = 0  # the file system takes no direct write after all
+                if done != whole:  # refused, or short (a full disk): the rest through the page cache
                     self._buffered_from_now(stage[done:filled], done)
                     self._write_all(lines[taken:])
                     return
@@ -226,7 +224,7 @@ class _TopicFile:
             stage[:rest] = stage[whole:filled]
             filled = rest
 
-    def _buffered_from_now(self, unwritten: memoryview, done: int = 0) -> None:
+    def _buffered_from_now(self, unwritten: memoryview | bytes, done: int = 0) -> None:
         """Write through the page cache from here on, starting with ``unwritten`` (after ``done`` bytes)."""
         import fcntl
 
@@ -242,7 +240,7 @@ class _TopicFile:
             done = os.pwrite(self.fd, view, self.written)
             self.written += done
             view = view[done:]
-        if not self.direct and self.written - self._handed >= WRITE_BEHIND_BYTES:
+        if self.written - self._handed >= WRITE_BEHIND_BYTES:
             self._write_behind()
 
     def _write_behind(self) -> None:
@@ -260,7 +258,7 @@ class _TopicFile:
     def finish(self) -> None:
         """The last partial block written, the file synced, closed and renamed to its final name."""
         if self.pending:
-            self._buffered_from_now(memoryview(self.pending))
+            self._buffered_from_now(self.pending)
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
@@ -294,13 +292,11 @@ class TopicFiles:
         if file is None:
             folder = Path(self.output) / topic
             folder.mkdir(parents=True, exist_ok=True)
-            stage = None
-            if direct_writes_suit(folder):
-                if self._stage is None:
-                    self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
-                stage = self._stage
+            # the topics' folders share the output's file system: asked once, for the first
+            if not self.files and direct_writes_suit(folder):
+                self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
             file = self.files[topic] = _TopicFile(folder / f".{self.name}.jsonl.tmp", folder / f"{self.name}.jsonl",
-                                                  stage)
+                                                  self._stage)
         return file
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -338,8 +334,6 @@ class TopicFiles:
         """Close and remove what is not committed."""
         for file in self.files.values():
             file.discard()
-            file.stage = None
-        self._stage = None
 
     def _error(self, exc: OSError) -> Exception:
         from cdckit.errors import SinkWriteError
