@@ -13,11 +13,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e './lab[tools]'
 	touch $(STAMP)
 
 # The oldest Spark cdckit supports (Amazon EMR's), in a virtualenv of its own: CI runs the end-to-end suites on it
@@ -33,11 +33,11 @@ E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/
                 tests/integration/test_sqlserver_end_to_end.py tests/integration/test_spark_versions.py \
                 tests/integration/test_incremental_snapshot.py::test_pause_resume_and_stop
 
-$(OLDEST_STAMP): pyproject.toml
+$(OLDEST_STAMP): pyproject.toml lab/pyproject.toml
 	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
 	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
-	$(OLDEST_VENV)/bin/pip install --quiet -e '.[dev]' 'pyspark[sql]==$(OLDEST_SPARK)'
+	$(OLDEST_VENV)/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$(OLDEST_SPARK)'
 	touch $(OLDEST_STAMP)
 
 test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
@@ -85,7 +85,7 @@ test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (sk
 	$(BIN)/python -m pytest tests/docker -rs
 
 kafka: $(STAMP)  ## run a local Apache Kafka (KRaft) from its Maven Central jars; CDCKIT_KAFKA_PORT picks the port
-	$(BIN)/python -m cdckit.lab.kafka_broker .cdckit-kafka
+	$(BIN)/python -m cdckit_lab.kafka_broker .cdckit-kafka
 
 quality: $(STAMP)  ## the demo, then the quality suites on its output (report in quality-report/; non-zero on failure)
 	$(BIN)/cdckit demo --quality-report quality-report
@@ -112,8 +112,9 @@ destroy: $(STAMP)  ## terraform destroy of ENV
 	$(BIN)/python -m cdckit.deploy destroy $(DEPLOY_FLAGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests jobs bench
+	$(BIN)/ruff check src lab tests jobs bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 BENCH_BEFORE ?= bench/results/full-2026-11-22T1808TUTC.json
 

@@ -26,9 +26,9 @@ from typing import Any
 
 from run import Bench
 
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 from cdckit.spark.session import get_spark
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
 TARGETS: dict[str, dict[str, str]] = {
     "files": {},

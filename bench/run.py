@@ -45,10 +45,11 @@ import psycopg2
 from cdckit.config import Config, validate
 from cdckit.config.properties import BY_NAME, POSTGRES_CONNECTOR
 from cdckit.dialect.postgres.lsn import format_lsn
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
-from cdckit.pipeline import run_snapshot, run_stream, stream_options
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit.pipelines.postgres import stream_options
 from cdckit.spark.rows import STREAM_FILES_OUTPUT
 from cdckit.spark.session import get_spark
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
 BENCH = Path(__file__).resolve().parent
 TABLE_DDL = ("CREATE TABLE {name} (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL, "
@@ -379,7 +380,7 @@ def measure_latency(bench: Bench, rate: int, seconds: int, trigger: str) -> dict
 
 
 def measure_kafka(bench: Bench, rows: int) -> dict[str, Any]:
-    from cdckit.lab.kafka_broker import KafkaBroker
+    from cdckit_lab.kafka_broker import KafkaBroker
 
     bench.table("public.orders", rows)
     files = bench.snapshot("public\\.orders")
@@ -440,7 +441,8 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
     path. Each stage's rate, next to the one before it, tells what that stage costs."""
     from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
     from cdckit.dialect.postgres.snapshot import read_chunk, read_chunk_columns
-    from cdckit.pipeline import prepare_source, snapshot_frame
+    from cdckit.pipelines.dispatch import prepare_source
+    from cdckit.pipelines.postgres import snapshot_frame
     from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
     from cdckit.spark.rows import arrow_batches
     from cdckit.spark.sinks import Sink
@@ -523,11 +525,11 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     from cdckit.dialect.postgres.connection import connect
     from cdckit.dialect.postgres.lsn import parse_lsn
     from cdckit.dialect.postgres.replication import slot_status
+    from cdckit.pipelines.streaming import StreamReport, run_query
     from cdckit.spark.compat import ReadMaxRows
     from cdckit.spark.options import to_spark_options
     from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
     from cdckit.spark.rows import arrow_batches
-    from cdckit.streaming import StreamReport, run_query
 
     bench.table("public.orders", changes)
     walk = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
@@ -615,8 +617,8 @@ def measure_debezium(bench: Bench, rows: int, changes: int, repeats: int = 1) ->
     changes and the same Kafka broker: the snapshot of ``rows`` rows, then a backlog of ``changes`` updates
     (every slot exists before the updates; each capture then runs alone until the last record is in Kafka). Each
     side runs ``repeats`` times, the two in turn, and each side's median run is its figure."""
-    from cdckit.lab.debezium import create_slot, run_debezium
-    from cdckit.lab.kafka_broker import KafkaBroker
+    from cdckit_lab.debezium import create_slot, run_debezium
+    from cdckit_lab.kafka_broker import KafkaBroker
 
     bench.table("public.orders", rows)
     properties = bench.pg.connector_properties("postgres")

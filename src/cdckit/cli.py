@@ -15,8 +15,9 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from rich.console import Console
 
@@ -26,6 +27,11 @@ from cdckit.errors import CdcKitError, wrapped_message
 
 EXIT_USER_ERROR = 2
 EXIT_QUALITY_FAILED = 1
+COMMAND_GROUP = "cdckit.commands"
+
+
+class MissingCommand(CdcKitError):
+    """A command of a distribution that is not installed."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,10 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
                                      "emitting Debezium-compatible change events.")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error too")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the embedded end-to-end demo")
-    demo.add_argument("--workdir", type=Path, default=Path(".cdckit-demo"), help="where the demo keeps its files")
-    demo.add_argument("--quality-report", type=Path, help="also run the quality suites (with reconciliation) on the "
-                                                          "demo's output and write their report to this folder")
     for name, text in (("snapshot", "take the initial snapshot"),
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
                        ("schema-evolution", "SQL Server: rotate capture instances of tables whose structure "
@@ -65,7 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override one property (repeatable)")
     commands.add_parser("properties", help="list every property with its default")
+    for name, command in plugin_commands().items():
+        if name not in commands.choices:
+            command.add_arguments(commands.add_parser(name, help=command.help))
+    if "demo" not in commands.choices:
+        commands.add_parser("demo", help="run the embedded end-to-end demo (needs cdckit's lab: pip install ./lab)",
+                            add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
     return parser
+
+
+class Command(Protocol):
+    """A ``cdckit`` subcommand another distribution provides (entry point group ``cdckit.commands``), as cdckit's
+    lab provides ``cdckit demo``."""
+
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, console: Console) -> int: ...
+
+
+def plugin_commands() -> dict[str, Command]:
+    """The subcommands installed distributions register under the ``cdckit.commands`` entry point group."""
+    found: dict[str, Command] = {}
+    for entry in entry_points(group=COMMAND_GROUP):
+        found.setdefault(entry.name, entry.load())
+    return found
 
 
 def _config_location(text: str) -> Path | str:
@@ -121,12 +148,12 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
             default = "" if prop.default in (None, ()) else f" (default {_as_text(prop.default)})"
             console.print(f"[bold]{escape(prop.name)}[/]{escape(default)}: {escape(prop.doc)}", highlight=False)
         return 0
+    plugins = plugin_commands()
+    if args.command in plugins:
+        return plugins[args.command].run(args, console)
     if args.command == "demo":
-        from cdckit.demo import run_demo
-
-        result = run_demo(args.workdir, console, quality_report=args.quality_report)
-        quality_report = result.get("quality")
-        return EXIT_QUALITY_FAILED if quality_report is not None and not quality_report.success else 0
+        raise MissingCommand("cdckit demo comes with cdckit's lab, which this installation does not have: from a "
+                             "clone of the repository, run `make demo`, or `pip install ./lab` and then `cdckit demo`")
     if args.command == "quality":
         return _quality(args, console)
     config = _load(args)
@@ -137,7 +164,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "schema-evolution":
         return _schema_evolution(config, args.plan, console)
     if args.command == "status":
-        from cdckit.status import job_status, render
+        from cdckit.pipelines.dispatch import job_status
+        from cdckit.pipelines.status import render
 
         status = job_status(config)
         if args.json:
@@ -151,7 +179,7 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         raise ConfigurationError(["cdckit snapshot with snapshot.mode=never: that mode takes no snapshot at all; run "
                                   "`cdckit stream` to stream without one, or set snapshot.mode=initial (rows) or "
                                   "no_data (structures only) to take it"])
-    from cdckit.pipeline import prepare_source, run_snapshot, run_stream
+    from cdckit.pipelines.dispatch import prepare_source, run_snapshot, run_stream
     from cdckit.spark.session import get_spark
 
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
@@ -182,6 +210,7 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
 def _quality(args: argparse.Namespace, console: Console) -> int:
     from cdckit.quality import check_no_transforms, check_records
     from cdckit.quality.records import QualityInputError, read_files, read_kafka
+    from cdckit.quality.report import print_quality
     from cdckit.spark.session import get_spark
 
     if args.config is not None:
@@ -208,30 +237,14 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
     return 0 if report.success else EXIT_QUALITY_FAILED
 
 
-def print_quality(console: Console, report: Any, folder: Path) -> None:
-    """The report's verdict, its failed expectations with examples, and where the full report is."""
-    for note in report.notes:
-        console.print(f"  note: {note}", highlight=False, markup=False)
-    for outcome in report.failed():
-        console.print(f"  FAILED {outcome.suite}: {outcome.check} ({outcome.unexpected} of {outcome.checked})",
-                      highlight=False, markup=False)
-        for example in outcome.examples[:3]:
-            console.print(f"      e.g. {example}", highlight=False, markup=False)
-    verdict = "passed" if report.success else "FAILED"
-    met = len(report.outcomes) - len(report.failed())
-    console.print(f"quality {verdict}: {met} of {len(report.outcomes)} expectations met; report in "
-                  f"{folder}/summary.md, Data Docs in {folder}/gx/uncommitted/data_docs/local_site/index.html",
-                  highlight=False, markup=False)
-
-
 def _schema_evolution(config: Config, plan_only: bool, console: Console) -> int:
-    from cdckit import schema_evolution
-
     if not config.is_sqlserver:
         console.print("PostgreSQL and YugabyteDB need no capture-instance rotation: the stream reads each table's "
                       "structure from the replication stream.", highlight=False)
         return 0
-    rotations = schema_evolution.plan(config)
+    from cdckit.pipelines.sqlserver import apply_schema_evolution, plan_schema_evolution
+
+    rotations = plan_schema_evolution(config)
     if not rotations:
         console.print("every captured table matches its capture instance; nothing to do", highlight=False)
         return 0
@@ -239,7 +252,7 @@ def _schema_evolution(config: Config, plan_only: bool, console: Console) -> int:
         for rotation in rotations:
             print(rotation.tsql())
         return 0
-    schema_evolution.apply(config, rotations)
+    apply_schema_evolution(config, rotations)
     for rotation in rotations:
         done = "created" if rotation.action == "create" else "dropped"
         console.print(f"{done} capture instance {rotation.capture_instance} ({rotation.reason})", highlight=False)

@@ -15,7 +15,8 @@ from helpers import execute, fetch, make_config
 
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.errors import CdcKitError
-from cdckit.pipeline import read_snapshot_state, run_snapshot, run_stream, write_snapshot_state
+from cdckit.pipelines.base import read_snapshot_state, write_snapshot_state
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.accounts"

@@ -1,4 +1,4 @@
-"""Two rounds of the kill -9 soak into Delta tables (``python -m cdckit.lab.soak --sink delta`` runs more): the
+"""Two rounds of the kill -9 soak into Delta tables (``python -m cdckit_lab.soak --sink delta`` runs more): the
 change table, read with delta-rs, holds every change once, and the state table equals the source table."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cdckit.lab.soak import run_soak
+from cdckit_lab.soak import run_soak
 
 pytestmark = [pytest.mark.slow]
 

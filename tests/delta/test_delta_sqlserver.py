@@ -1,5 +1,5 @@
 """The Delta sink with SQL Server capture, against the in-process model of SQL Server's CDC objects
-(cdckit.lab.sqlserver_model; what it models is in its docstring)."""
+(cdckit_lab.sqlserver_model; what it models is in its docstring)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from test_sqlserver_end_to_end import TOPIC, Writer, model, sqlserver_config, table_rows
 
-from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
-from cdckit.pipeline import read_snapshot_state, run_snapshot, run_stream, write_snapshot_state
+from cdckit.pipelines.base import read_snapshot_state, write_snapshot_state
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 
 pytestmark = [pytest.mark.spark]
 __all__ = ["model"]  # the fixture

@@ -32,7 +32,7 @@ from sqlserver_docker import (
 )
 
 from cdckit.errors import SourcePreconditionError
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 
@@ -578,7 +578,7 @@ def _capture_instances(sqlserver: SqlServerLab, table: str) -> list[str]:
 
 def test_the_schema_evolution_job_rotates_after_a_column_was_dropped(sqlserver: SqlServerLab, spark: Any,
                                                                      workdir: Path) -> None:
-    from cdckit import schema_evolution
+    from cdckit.pipelines.sqlserver import apply_schema_evolution, plan_schema_evolution
 
     table = sqlserver.create_table("dropped", "id int PRIMARY KEY, email varchar(255) NULL, note varchar(40) NULL")
     config = sqlserver.config(workdir, [table])
@@ -587,9 +587,9 @@ def test_the_schema_evolution_job_rotates_after_a_column_was_dropped(sqlserver: 
     sqlserver.execute(f"ALTER TABLE dbo.{table} DROP COLUMN note")
     sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, 'two')")
     sqlserver.wait_for_capture()
-    (rotation,) = schema_evolution.plan(config)
+    (rotation,) = plan_schema_evolution(config)
     assert (rotation.action, rotation.reason) == ("create", f"dbo.{table}: columns dropped: note")
-    schema_evolution.apply(config, [rotation])
+    apply_schema_evolution(config, [rotation])
     sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (3, 'three')")
     sqlserver.wait_for_capture()
     run_stream(spark, config)

@@ -11,7 +11,7 @@ import psycopg2
 
 from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
-from cdckit.lab.inventory import execute as execute
+from cdckit_lab.inventory import execute as execute
 from readback import payload as payload
 from readback import records as records
 from readback import replay as replay

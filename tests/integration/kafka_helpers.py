@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from cdckit.lab.debezium import EndOffsets
+from cdckit_lab.debezium import EndOffsets
 
 _groups = itertools.count()
 

@@ -17,8 +17,8 @@ from cdckit.dialect.postgres.connection import connect
 from cdckit.errors import SourcePreconditionError
 from cdckit.formats.debezium import envelope
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
-from cdckit.pipeline import prepare_source
+from cdckit.pipelines.dispatch import prepare_source
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
 pytestmark = [pytest.mark.postgres]
 
@@ -79,7 +79,7 @@ def test_wrong_password_is_reported_without_the_password(postgres: Any, database
 
 
 def test_unreachable_server_names_host_and_port(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cdckit.lab.embedded_postgres import free_port
+    from cdckit_lab.embedded_postgres import free_port
 
     port = free_port()
     properties = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",

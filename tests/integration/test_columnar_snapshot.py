@@ -17,7 +17,7 @@ from helpers import execute, make_config
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.pipeline import prepare_source
+from cdckit.pipelines.dispatch import prepare_source
 from cdckit.spark import postgres_snapshot
 from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 from cdckit.spark.rows import arrow_batches

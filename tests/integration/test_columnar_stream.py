@@ -22,7 +22,7 @@ from cdckit.dialect.postgres import changes, pgoutput
 from cdckit.dialect.postgres.changes import ChangeDecoder
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
-from cdckit.pipeline import prepare_source
+from cdckit.pipelines.dispatch import prepare_source
 from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
 from cdckit.spark.rows import arrow_batches
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from helpers import execute, make_config
 
-from cdckit.lab.debezium import EDGE_ROWS, FORMAT_VERSION, EndOffsets, ensure_topic, read_records, run_debezium
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit_lab.debezium import EDGE_ROWS, FORMAT_VERSION, EndOffsets, ensure_topic, read_records, run_debezium
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

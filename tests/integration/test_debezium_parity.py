@@ -1,4 +1,4 @@
-"""cdckit against Debezium 2.5.2 on the parity corpus (``cdckit.lab.parity_corpus``): every table shape and type
+"""cdckit against Debezium 2.5.2 on the parity corpus (``cdckit_lab.parity_corpus``): every table shape and type
 Debezium's PostgreSQL connector captures, snapshot and stream, compared record by record as text after masking
 positions and clocks only.
 
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from cdckit.lab.parity import compare, create_corpus
-from cdckit.lab.parity_corpus import PROFILES, TABLES
+from cdckit_lab.parity import compare, create_corpus
+from cdckit_lab.parity_corpus import PROFILES, TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import execute, fetch, make_config, replay
 
 from cdckit.errors import CdcKitError
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.ledger"

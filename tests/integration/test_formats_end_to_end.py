@@ -15,7 +15,7 @@ import pytest
 from helpers import execute, make_config, payload, records
 
 from cdckit.formats.qlik import METADATA_AVRO_SCHEMA
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

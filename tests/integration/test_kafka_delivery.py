@@ -17,7 +17,7 @@ import pytest
 from helpers import execute, fetch, make_config, payload
 from kafka_helpers import consume, end_offsets, partition_count
 
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.accounts"
@@ -251,7 +251,7 @@ def test_killed_job_replays_at_least_once_and_consumers_drop_replays(postgres: A
 def test_broker_restart_fails_clearly_and_a_restart_delivers_everything(postgres: Any, spark: Any, database: str,
                                                                        workdir: Path) -> None:
     from cdckit.errors import CdcKitError
-    from cdckit.lab.kafka_broker import KafkaBroker
+    from cdckit_lab.kafka_broker import KafkaBroker
 
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.accounts (id integer PRIMARY KEY, owner text NOT NULL, balance integer)")

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cdckit.cli import main
 from cdckit.observe.publish import STATUS_FILE
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -193,17 +193,18 @@ def status_text(config: Any, capsys: pytest.CaptureFixture[str]) -> str:
 
 def test_a_snapshot_publishes_each_tables_rows_against_its_estimate_as_its_tasks_finish(
         postgres: Any, spark: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cdckit.pipeline
+    import cdckit.pipelines.base
+    import cdckit.pipelines.dispatch
 
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.big (id integer PRIMARY KEY, note text)",
             "INSERT INTO public.big SELECT g, repeat('x', 50) FROM generate_series(1, 60000) g",
             "CREATE TABLE public.small (id integer PRIMARY KEY)", "INSERT INTO public.small VALUES (1), (2)")
     _autocommit(dsn, "ANALYZE")
-    monkeypatch.setattr(cdckit.pipeline, "SNAPSHOT_PROGRESS_SECONDS", 0.05)
+    monkeypatch.setattr(cdckit.pipelines.base, "SNAPSHOT_PROGRESS_SECONDS", 0.05)
     config = make_config(postgres, database, workdir, **{"cdckit.snapshot.chunk.rows": "4000"})
     documents: list[dict[str, Any]] = []
-    observer = cdckit.pipeline.job_observer(config, documents.append)
+    observer = cdckit.pipelines.dispatch.job_observer(config, documents.append)
     try:
         report = run_snapshot(spark, config, observer=observer)
     finally:

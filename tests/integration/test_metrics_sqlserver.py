@@ -1,4 +1,4 @@
-"""The metrics test of ``test_metrics_end_to_end.py`` against the SQL Server model (cdckit.lab.sqlserver_model;
+"""The metrics test of ``test_metrics_end_to_end.py`` against the SQL Server model (cdckit_lab.sqlserver_model;
 what it models is in its docstring): the endpoint while writes go on and pause, with the capture job's latency and
 the cleanup margin."""
 
@@ -21,8 +21,8 @@ from test_metrics_end_to_end import (
 )
 from test_sqlserver_end_to_end import model, sqlserver_config
 
-from cdckit.lab.sqlserver_model import SqlServerModel
-from cdckit.pipeline import run_snapshot
+from cdckit.pipelines.dispatch import run_snapshot
+from cdckit_lab.sqlserver_model import SqlServerModel
 
 pytestmark = [pytest.mark.spark]
 __all__ = ["model"]  # the fixture

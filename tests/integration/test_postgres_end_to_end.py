@@ -11,7 +11,7 @@ import pytest
 from helpers import execute, fetch, make_config, payload, positions_by_key, records, replay
 
 from cdckit.dialect.postgres.lsn import parse_lsn
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

@@ -12,8 +12,8 @@ import pytest
 from helpers import execute, fetch, make_config, payload, records
 
 from cdckit.config import validate
-from cdckit.lab.embedded_postgres import _bin_dir
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit_lab.embedded_postgres import _bin_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 SCRIPTS = Path(__file__).resolve().parents[2] / "sql" / "postgres"

@@ -11,7 +11,7 @@ import pytest
 from helpers import execute, fetch, make_config
 
 from cdckit.cli import main
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 # The quality suites read what other end-to-end tests write: nothing here depends on Spark's release.
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.version_neutral]

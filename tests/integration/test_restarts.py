@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import execute, fetch, make_config, payload, records, replay
 
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 TOPIC = "it.public.ledger"

@@ -13,7 +13,8 @@ from helpers import execute, make_config
 
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.errors import CdcKitError
-from cdckit.pipeline import prepare_source, run_snapshot, snapshot_frame
+from cdckit.pipelines.dispatch import prepare_source, run_snapshot
+from cdckit.pipelines.postgres import snapshot_frame
 from cdckit.spark.sinks import Sink
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]

@@ -1,4 +1,4 @@
-"""A few rounds of the kill -9 soak (python -m cdckit.lab.soak runs 20 or more): nothing lost, nothing twice."""
+"""A few rounds of the kill -9 soak (python -m cdckit_lab.soak runs 20 or more): nothing lost, nothing twice."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cdckit.lab.soak import run_soak
+from cdckit_lab.soak import run_soak
 
 pytestmark = [pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import execute, fetch, idle_reports_every, make_config, replay
 
 from cdckit import versions
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 from cdckit.spark import compat
 from cdckit.spark.progress import ProgressListener, listen
 

@@ -1,5 +1,5 @@
 """SQL Server capture through the Spark jobs, against the in-process model of SQL Server's CDC objects
-(cdckit.lab.sqlserver_model: what it models and what it does not is in its docstring). The same scenarios run
+(cdckit_lab.sqlserver_model: what it models and what it does not is in its docstring). The same scenarios run
 against a real SQL Server 2022 in tests/docker wherever a Docker engine exists."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from helpers import payload, records, replay
 
 from cdckit.cli import main
 from cdckit.config import Config, validate
-from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 
 pytestmark = [pytest.mark.spark]
 TOPIC = "server1.testDB.dbo.customers"
@@ -39,7 +39,7 @@ def sqlserver_config(model: SqlServerModel, workdir: Path, **overrides: str) -> 
         "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
         "database.hostname": "sqlserver.test", "database.port": "1433", "database.user": "cdckit",
         "database.password": "not-a-real-secret", "database.names": "testDB", "topic.prefix": "server1",
-        "cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+        "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
         "cdckit.sqlserver.model.path": str(workdir / "sqlserver.sqlite"),
         "cdckit.output.path": str(workdir / "out"), "cdckit.checkpoint.location": str(workdir / "checkpoint"),
     }

@@ -1,6 +1,6 @@
 """SQL Server guards that must hold in every mode: changes purged by the cleanup job before cdckit read them,
 schema drift of a captured table, and several databases sharing one stream. Against the in-process model of SQL Server
-(cdckit.lab.sqlserver_model); the twins of these scenarios run against SQL Server 2022 in
+(cdckit_lab.sqlserver_model); the twins of these scenarios run against SQL Server 2022 in
 tests/docker/test_sqlserver_scenarios.py."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from helpers import payload, records, replay
 from test_sqlserver_end_to_end import TOPIC, _cli, _instances, model, sqlserver_config, table_rows
 
 from cdckit.config import Config
-from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 
 pytestmark = [pytest.mark.spark]
 __all__ = ["model"]  # the fixture, shared with the end-to-end suite

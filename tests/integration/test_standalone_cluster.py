@@ -24,11 +24,11 @@ from helpers import execute, fetch, make_config
 from kafka_helpers import consume
 
 from cdckit.artifacts import spark_kafka_jars
-from cdckit.lab.embedded_postgres import free_port
-from cdckit.lab.inventory import apply_changes, create_inventory
-from cdckit.lab.spark_cluster import StandaloneCluster
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 from cdckit.spark.sinks import read_records
+from cdckit_lab.embedded_postgres import free_port
+from cdckit_lab.inventory import apply_changes, create_inventory
+from cdckit_lab.spark_cluster import StandaloneCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]

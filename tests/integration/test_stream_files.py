@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from helpers import execute, make_config
 
-from cdckit.pipeline import run_snapshot, run_stream, stream_options
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
+from cdckit.pipelines.postgres import stream_options
+from cdckit.pipelines.streaming import StreamReport, run_query
 from cdckit.spark.rows import STREAM_FILES_OUTPUT
-from cdckit.streaming import StreamReport, run_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 PROCESSING_TIME = re.compile(r'("op":"[cud]","ts_ms":)\d+')

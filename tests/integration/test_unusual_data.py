@@ -10,7 +10,7 @@ import pytest
 from helpers import execute, make_config, payload, records
 
 from cdckit.errors import CdcKitError
-from cdckit.pipeline import run_snapshot, run_stream
+from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

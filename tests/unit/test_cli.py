@@ -37,9 +37,9 @@ def test_defaults_are_shown_as_a_configuration_file_writes_them(capsys: pytest.C
 @pytest.mark.parametrize(("mode", "reads_rows"), [("initial", True), ("no_data", False), ("schema_only", False)])
 def test_the_snapshot_command_reads_rows_only_when_snapshot_mode_asks_for_data(
         mode: str, reads_rows: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cdckit.pipeline
+    import cdckit.pipelines.dispatch
     import cdckit.spark.session
-    from cdckit.streaming import SnapshotReport
+    from cdckit.pipelines.streaming import SnapshotReport
 
     asked: list[bool] = []
 
@@ -47,8 +47,8 @@ def test_the_snapshot_command_reads_rows_only_when_snapshot_mode_asks_for_data(
         asked.append(data)
         return SnapshotReport("completed", "debezium", "0/0", [])
 
-    monkeypatch.setattr(cdckit.pipeline, "prepare_source", lambda config: None)
-    monkeypatch.setattr(cdckit.pipeline, "run_snapshot", run_snapshot)
+    monkeypatch.setattr(cdckit.pipelines.dispatch, "prepare_source", lambda config: None)
+    monkeypatch.setattr(cdckit.pipelines.dispatch, "run_snapshot", run_snapshot)
     monkeypatch.setattr(cdckit.spark.session, "get_spark", lambda **kwargs: None)
     path = tmp_path / "connector.json"
     path.write_text(json.dumps({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",

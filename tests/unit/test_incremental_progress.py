@@ -99,7 +99,7 @@ def test_visibility_follows_the_snapshot_xmin_xmax_and_in_progress_list() -> Non
 
 
 def test_cdckit_status_says_where_the_incremental_snapshot_stands() -> None:
-    from cdckit.status import incremental_lines
+    from cdckit.pipelines.status import incremental_lines
 
     progress = Progress(pending=(TableRequest("public", "orders"),), current=TableRequest("public", "items"),
                         last=("400",), high=("900",), paused=True, chunks=4)

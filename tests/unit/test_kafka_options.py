@@ -76,7 +76,7 @@ def test_event_hubs_oauth_leaves_the_login_handler_to_the_user() -> None:
 
 
 def test_kafka_cluster_ids_never_look_like_command_line_options() -> None:
-    from cdckit.lab.kafka_broker import cluster_id
+    from cdckit_lab.kafka_broker import cluster_id
 
     ids = [cluster_id() for _ in range(5000)]
     assert all(not i.startswith("-") and len(i) == 22 for i in ids)

@@ -1,6 +1,6 @@
 """Column DEFAULTs in the field schemas, as Debezium 2.5.2's PostgreSQL connector writes them.
 
-The expected texts are those Debezium 2.5.2 wrote for the parity corpus's ``t_defaults`` table (``cdckit.lab.parity``)
+The expected texts are those Debezium 2.5.2 wrote for the parity corpus's ``t_defaults`` table (``cdckit_lab.parity``)
 from the expressions PostgreSQL's ``pg_get_expr`` gives for its DEFAULTs.
 """
 

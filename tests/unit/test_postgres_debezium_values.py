@@ -1,5 +1,5 @@
 """PostgreSQL values at their edges, as Debezium 2.5.2's connector wrote them in the parity corpus
-(``cdckit.lab.parity``): every expected value below is one Debezium wrote, in a snapshot (read through JDBC) or
+(``cdckit_lab.parity``): every expected value below is one Debezium wrote, in a snapshot (read through JDBC) or
 in the stream (decoded from pgoutput)."""
 
 from __future__ import annotations

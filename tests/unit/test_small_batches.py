@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from cdckit.streaming import SmallBatches
+from cdckit.pipelines.streaming import SmallBatches
 
 
 def _hints(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -16,7 +16,7 @@ from cdckit.dialect.sqlserver.connection import connect
 from cdckit.errors import SourcePreconditionError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.sqlserver_types import SqlServerColumn
-from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
+from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 
 INSTANCE = CaptureInstance("testDB", "dbo", "customers", "dbo_customers", 1, 10, 20,
                            (SqlServerColumn("id", "int", 4, 10, 0, False),
@@ -87,7 +87,7 @@ def test_datetimeoffset_changes_are_read_and_keep_their_own_offset(tmp_path: Pat
         tx.update("dbo", "meetings", {"id": 1}, {"ends": ends})
     options = {"connector.class": SQLSERVER_CONNECTOR, "database.hostname": "sqlserver.test",
                "database.names": "testDB", "topic.prefix": "server1",
-               "cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+               "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
                "cdckit.sqlserver.model.path": str(server.path)}
     with closing(connect(options, "testDB")) as conn:
         cursor = conn.cursor()

@@ -19,9 +19,9 @@ from cdckit.dialect.sqlserver import queries as q
 from cdckit.dialect.sqlserver.catalog import capture_instances
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.snapshot import Chunk, read_chunk
-from cdckit.lab import sqlserver_model as ssm
-from cdckit.lab.sqlserver_model import ZERO_LSN, ModelColumn, SqlServerModel
-from cdckit.lab.sqlserver_model._statements import parameter_markers, recognise
+from cdckit_lab import sqlserver_model as ssm
+from cdckit_lab.sqlserver_model import ZERO_LSN, ModelColumn, SqlServerModel
+from cdckit_lab.sqlserver_model._statements import parameter_markers, recognise
 
 DB = q.quote_name("testDB")
 CUSTOMERS = [
@@ -96,7 +96,7 @@ def test_every_rendered_statement_parses_and_is_recognised(sql: str) -> None:
 def test_only_statements_sqlglot_wrongly_rejects_bypass_its_check() -> None:
     import sqlglot
 
-    from cdckit.lab.sqlserver_model._statements import _SQLGLOT_GAPS
+    from cdckit_lab.sqlserver_model._statements import _SQLGLOT_GAPS
 
     assert set(q.SET_ISOLATION.values()) >= _SQLGLOT_GAPS
     for sql in _SQLGLOT_GAPS:  # valid T-SQL; when sqlglot learns it, drop the bypass
@@ -588,7 +588,7 @@ def test_cursor_and_connection_surface(model: SqlServerModel, conn: ssm.Connecti
 
 # ---- more than one process ----------------------------------------------------------------------------------------
 def _read_in_child(connection_string: str) -> list[tuple[Any, ...]]:
-    from cdckit.lab.sqlserver_model import connect
+    from cdckit_lab.sqlserver_model import connect
 
     with connect(connection_string) as conn:
         low = conn.cursor().execute(q.MIN_LSN.format(db=DB), "dbo_customers").fetchval()
@@ -598,7 +598,7 @@ def _read_in_child(connection_string: str) -> list[tuple[Any, ...]]:
 
 
 def _write_in_child(path: str, start: int) -> list[bytes]:
-    from cdckit.lab.sqlserver_model import SqlServerModel
+    from cdckit_lab.sqlserver_model import SqlServerModel
 
     server = SqlServerModel(path)
     commits = []
@@ -707,7 +707,7 @@ def test_capture_job_latency_and_cleanup_margin_as_the_metrics_read_them(tmp_pat
     now[0] += dt.timedelta(seconds=60)
     server.start_agent()  # the capture job scans what waited in the log: 60 s after its commit
     assert first is not None and second is not None
-    conn = connect({"cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+    conn = connect({"cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
                     "cdckit.sqlserver.model.path": str(server.path), "database.hostname": "h",
                     "database.user": "u", "database.password": "p"}, "testDB")
     cursor = conn.cursor()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cdckit.lab.sqlserver_model import ModelColumn, SqlServerModel
-from cdckit.schema_evolution import Rotation, plan_for
+from cdckit.dialect.sqlserver.schema_evolution import Rotation, plan_for
+from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def model(tmp_path: Path) -> SqlServerModel:
 def _rotations(model: SqlServerModel) -> list[Rotation]:
     options = {"database.hostname": "sqlserver.test", "database.port": "1433", "database.user": "cdckit",
                "database.password": "not-a-real-secret", "database.names": "testDB",
-               "cdckit.sqlserver.connection.factory": "cdckit.lab.sqlserver_model:connect",
+               "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
                "cdckit.sqlserver.model.path": str(model.path)}
     return plan_for(options, {})
 

@@ -69,12 +69,12 @@ def _sqlserver_source_state(spark: SparkSession, options: Mapping[str, str]) -> 
     import json
     from dataclasses import asdict
 
-    from cdckit import sqlserver_pipeline
     from cdckit.config import validate
+    from cdckit.pipelines.dispatch import prepare_source
     from cdckit.spark.options import to_spark_options
     from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 
-    prepared, instances = sqlserver_pipeline.prepare_source(validate(dict(options)))
+    prepared, instances = prepare_source(validate(dict(options)))
     plan = [asdict(chunk) for chunk in plan_snapshot(prepared, instances)]
     read_options = {**prepared, PLAN_OPTION: json.dumps(plan), DONE_OPTION: "[]", "cdckit.message.format": "debezium"}
     records = spark.read.format("cdckit_sqlserver_snapshot").options(**to_spark_options(read_options)).load()

@@ -151,3 +151,19 @@ def write_summaries(report: QualityReport, report_dir: Path) -> None:
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "summary.json").write_text(json.dumps(report.to_json(), indent=1, default=str))
     (report_dir / "summary.md").write_text(report.to_markdown())
+
+
+def print_quality(console: Any, report: QualityReport, folder: Path) -> None:
+    """The report's verdict, its failed expectations with examples, and where the full report is."""
+    for note in report.notes:
+        console.print(f"  note: {note}", highlight=False, markup=False)
+    for outcome in report.failed():
+        console.print(f"  FAILED {outcome.suite}: {outcome.check} ({outcome.unexpected} of {outcome.checked})",
+                      highlight=False, markup=False)
+        for example in outcome.examples[:3]:
+            console.print(f"      e.g. {example}", highlight=False, markup=False)
+    verdict = "passed" if report.success else "FAILED"
+    met = len(report.outcomes) - len(report.failed())
+    console.print(f"quality {verdict}: {met} of {len(report.outcomes)} expectations met; report in "
+                  f"{folder}/summary.md, Data Docs in {folder}/gx/uncommitted/data_docs/local_site/index.html",
+                  highlight=False, markup=False)

@@ -179,7 +179,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
     def next_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = positions(start)
         if self.options.get("cdckit.sqlserver.schema.evolution", "job") == "stream":
-            from cdckit import schema_evolution
+            from cdckit.dialect.sqlserver import schema_evolution
 
             # Everything up to ``start`` is committed: the same rotation the schema-evolution job would do.
             rotations = schema_evolution.plan_for(self.options, begin)

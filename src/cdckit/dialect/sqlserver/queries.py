@@ -3,7 +3,7 @@
 Values are always bound (``?``, pyodbc's parameter style); identifiers (database, schema, table, capture
 instance, column names) come from SQL Server's own catalog and are quoted with ``quote_name``. Each statement
 is a template whose ``{db}`` placeholder takes a quoted database name; tests parse every rendered statement
-with sqlglot's T-SQL dialect, and the in-process model of SQL Server (``cdckit.lab.sqlserver_model``) answers
+with sqlglot's T-SQL dialect, and the in-process model of SQL Server (``cdckit_lab.sqlserver_model``) answers
 exactly these statements.
 """
 

@@ -1,6 +1,6 @@
 """Debezium's own PostgreSQL connector (in Debezium Server), run beside cdckit on the same PostgreSQL and Kafka.
 
-    .venv/bin/python -m cdckit.lab.debezium       # quick self-check: 50,000 rows, own PostgreSQL and broker
+    .venv/bin/python -m cdckit_lab.debezium       # quick self-check: 50,000 rows, own PostgreSQL and broker
     DBZ_BENCH_ROWS=5000 DBZ_BENCH_KEEP=1 ...       # fewer rows; keep the temp folder (logs) afterwards
     DBZ_BENCH_VERSION=2.5.2.Final ...              # another Debezium release (default VERSION, 3.6.0.Final)
 
@@ -23,7 +23,7 @@ is the time to the first record, so ``steady_records_per_s`` shows the rate with
 settings stay at their defaults (max.batch.size 2048, max.queue.size 8192, decimal.handling.mode precise,
 time.precision.mode adaptive, the producer's defaults).
 
-The broker of cdckit.lab.kafka_broker has auto.create.topics.enable=false and Debezium Server's Kafka sink does
+The broker of cdckit_lab.kafka_broker has auto.create.topics.enable=false and Debezium Server's Kafka sink does
 not create topics, so ``run_debezium`` creates the topic first (``partitions``, replication factor 1).
 
 Runtimes (``fetch_runtime``): a distribution is started as its run.sh starts it, from the work folder: 3.x's
@@ -88,7 +88,7 @@ import psutil
 import psycopg2
 
 from cdckit.artifacts import cache_root, fetch
-from cdckit.lab.embedded_postgres import free_port
+from cdckit_lab.embedded_postgres import free_port
 
 VERSION = "3.6.0.Final"
 FORMAT_VERSION = "2.5.2.Final"  # the release whose PostgreSQL message format cdckit reproduces (decision 0002)
@@ -1012,7 +1012,7 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
 
 def snapshot_positions(dsn_properties: Mapping[str, str], slot: str = "cdckit_snapshot_check") -> dict[str, Any]:
     """The position a snapshot reports, taken both ways at the same moment: cdckit's (``lsn`` the consistent
-    point of a slot created with an exported snapshot, ``txId`` that snapshot's xmin, as cdckit.pipeline and
+    point of a slot created with an exported snapshot, ``txId`` that snapshot's xmin, as cdckit.pipelines.postgres and
     cdckit.spark.postgres_snapshot take them) and Debezium 2.5's (inside the transaction that adopted the
     exported snapshot, ``pg_current_wal_lsn()`` and ``txid_current()``, as its log's "Read xlogStart at ... from
     transaction ..." reports). The slot is dropped afterwards."""
@@ -1139,8 +1139,8 @@ def excerpt(value_text: str) -> str:
 # -- quick self-check ------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _lab(root: Path) -> Iterator[tuple[Any, Any]]:
-    from cdckit.lab.embedded_postgres import EmbeddedPostgres
-    from cdckit.lab.kafka_broker import KafkaBroker
+    from cdckit_lab.embedded_postgres import EmbeddedPostgres
+    from cdckit_lab.kafka_broker import KafkaBroker
 
     pg = EmbeddedPostgres(root / "pg", password=secrets.token_urlsafe(18)).start()  # never printed
     try:

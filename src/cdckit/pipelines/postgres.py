@@ -1,4 +1,4 @@
-"""The snapshot and stream jobs for PostgreSQL / YugabyteDB, as the CLI and spark-submit entry points run them.
+"""The snapshot and stream jobs for PostgreSQL / YugabyteDB (a ``cdckit.pipelines.base.Pipeline``).
 
 Snapshot: check the server, discover tables, make sure the publication covers them, create the slot
 with an exported snapshot, read every table in parallel Spark partitions under that snapshot, write the
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -44,7 +43,14 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings, heart
 from cdckit.formats.debezium.transaction import transaction_topic
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
-from cdckit.spark.cluster import check_paths
+from cdckit.pipelines.base import (
+    clear_earlier_snapshot,
+    read_snapshot_state,
+    snapshot_observed,
+    state_file,
+    write_snapshot_state,
+)
+from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
@@ -52,36 +58,14 @@ from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.spark.progress import counted_source
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
-from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files, kafka_in_one_pass, source_writes
-from cdckit.state import StateStore, join
-from cdckit.streaming import SnapshotReport, StreamReport, run_query
+from cdckit.spark.sinks import Sink, WriteSummary, kafka_in_one_pass, source_writes
+from cdckit.state import StateStore
 
 log = logging.getLogger("cdckit")
 
 
-STATE = "snapshot/state.json"
-SNAPSHOT_PROGRESS_SECONDS = 1.0  # how often a running snapshot's rows per table are published
-
-
-def _state_file(config: Config) -> str:
-    return join(config.str("cdckit.checkpoint.location"), STATE)
-
-
-def read_snapshot_state(config: Config) -> dict[str, Any] | None:
-    document = StateStore(config.str("cdckit.checkpoint.location")).read_json(STATE)
-    return document if isinstance(document, dict) else None
-
-
-def write_snapshot_state(config: Config, state: dict[str, Any]) -> None:
-    StateStore(config.str("cdckit.checkpoint.location")).write_json(STATE, state)
-
-
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
-    """Connect, check the server and the tables (and for PostgreSQL make sure the publication covers them)."""
-    if config.is_sqlserver:
-        from cdckit import sqlserver_pipeline
-
-        return sqlserver_pipeline.prepare_source(config)  # type: ignore[no-any-return]
+    """Connect, check the server and the tables, and make sure the publication covers them."""
     options = config.as_properties(include_secrets=True)
     with closing(connect(options)) as conn:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
@@ -93,81 +77,17 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     return options, tables
 
 
-def job_observer(config: Config, on_metrics: Callable[[dict[str, Any]], None] | None = None) -> Observer:
-    """The job's metrics and their publishers (``cdckit.observe``), with the source's health. ``on_metrics``: called
-    with every published document (a terminal's live view, which then replaces the JSON lines)."""
-    if config.is_sqlserver:
-        from cdckit import sqlserver_pipeline
-
-        observer = sqlserver_pipeline.job_observer(config, json_lines=on_metrics is None)
-    else:
-        observer = Observer(config.as_properties(include_secrets=False), [config.str("database.dbname")],
-                            SlotHealth(config.as_properties(include_secrets=True), config.str("slot.name")),
-                            json_lines=on_metrics is None)
-    if on_metrics is not None:
-        observer.listeners.append(on_metrics)
-    return observer
+def job_observer(config: Config, json_lines: bool = True) -> Observer:
+    """The job's metrics and their publishers, with the slot's retained WAL."""
+    return Observer(config.as_properties(include_secrets=False), [config.str("database.dbname")],
+                    SlotHealth(config.as_properties(include_secrets=True), config.str("slot.name")),
+                    json_lines=json_lines)
 
 
-def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
-                 observer: Observer | None = None) -> SnapshotReport:
-    """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data).
-    ``observer``: the stream's metrics, when the snapshot runs before it (else the snapshot has its own)."""
-    check_paths(spark, config.as_properties())
-    own = observer is None
-    observer = observer or job_observer(config)
-    try:
-        if config.is_sqlserver:
-            from cdckit import sqlserver_pipeline
-
-            return sqlserver_pipeline.run_snapshot(spark, config, data=data, observer=observer)
-        return _snapshot(spark, config, data, observer)
-    finally:
-        if own:
-            observer.close()
-
-
-def snapshot_observed(observer: Observer, tables: dict[str, list[str]], topics: dict[str, tuple[str, str]],
-                      take: Callable[[], SnapshotReport],
-                      estimates: dict[str, dict[str, int]] | None = None) -> SnapshotReport:
-    """Run ``take`` with Debezium's snapshot metrics around it: ``tables`` per database, ``topics`` naming each
-    topic's (database, table) for the rows it got. While it runs, the rows its finished tasks read (the snapshot
-    source's accumulator, ``observer.snapshot_rows``) are published every second."""
-    observer.metrics.snapshot_started(tables, estimates)
-    observer.publish("snapshot")
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(SNAPSHOT_PROGRESS_SECONDS):
-            counted = observer.snapshot_rows
-            if counted is None:
-                continue
-            for topic, rows in counted().items():
-                if topic in topics:
-                    observer.metrics.snapshot_rows(*topics[topic], rows)
-            observer.publish("progress")
-
-    watcher = threading.Thread(target=watch, daemon=True, name="cdckit-snapshot-progress")
-    watcher.start()
-    try:
-        report = take()
-    except BaseException:
-        observer.metrics.snapshot_ended(completed=False)
-        observer.publish("snapshot")
-        raise
-    finally:
-        done.set()
-        watcher.join()
-        observer.snapshot_rows = None
-    for topic, rows in report.rows_per_topic.items():
-        if topic in topics:
-            observer.metrics.snapshot_rows(*topics[topic], rows, done=True)
-    observer.metrics.snapshot_ended(completed=True)
-    observer.publish("snapshot")
-    return report
-
-
-def _snapshot(spark: SparkSession, config: Config, data: bool, observer: Observer) -> SnapshotReport:
+def snapshot(spark: SparkSession, config: Config, *, data: bool, observer: Observer) -> SnapshotReport:
+    """Check the server, discover the tables, make sure the publication covers them, create the slot with an
+    exported snapshot and read every table under it in parallel Spark partitions (only create the slot when
+    ``data`` is False, as snapshot.mode=no_data); record completion."""
     started = time.monotonic()
     options, tables = prepare_source(config)
     slot_name = config.str("slot.name")
@@ -186,7 +106,7 @@ def _snapshot(spark: SparkSession, config: Config, data: bool, observer: Observe
                 drop_slot(conn, slot_name)
             else:
                 raise SnapshotStateError(
-                    f"replication slot '{slot_name}' already exists but {_state_file(config)} records no snapshot "
+                    f"replication slot '{slot_name}' already exists but {state_file(config)} records no snapshot "
                     f"taken with it; to snapshot, choose another slot.name or drop the slot "
                     f"(SELECT pg_drop_replication_slot('{slot_name}')) if nothing else uses it; to stream from it "
                     f"without a snapshot, set snapshot.mode=never")
@@ -202,7 +122,7 @@ def _snapshot(spark: SparkSession, config: Config, data: bool, observer: Observe
             else []
         write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
                                       "attempts": attempts})
-        _clear_snapshot_files(config)
+        clear_earlier_snapshot(config)
         exported = create_slot_exporting_snapshot(options)
         attempts.append(exported.consistent_point)
         write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
@@ -281,22 +201,15 @@ def snapshot_frame(spark: SparkSession, config: Config, snapshot_name: str, cons
     return spark.read.format(source).options(**to_spark_options(options)).load()
 
 
-def _clear_snapshot_files(config: Config) -> None:
-    if config.str("cdckit.sink") != "files":
-        return
-    clear_snapshot_files(config.str("cdckit.output.path"))
-
-
-def ensure_stream_start(spark: SparkSession, config: Config,
-                        observer: Observer | None = None) -> SnapshotReport | None:
+def ensure_stream_start(spark: SparkSession, config: Config, observer: Observer) -> SnapshotReport | None:
     """Do what ``snapshot.mode`` asks before streaming; returns the snapshot report when one ran."""
     mode = config.str("snapshot.mode")
     if mode == "when_needed":
         _start_over_if_the_slot_cannot_continue(config)
     if mode in ("initial", "initial_only", "when_needed"):
-        return run_snapshot(spark, config, observer=observer)
+        return snapshot(spark, config, data=True, observer=observer)
     if mode in ("no_data", "schema_only") and not read_snapshot_state(config):
-        return run_snapshot(spark, config, data=False, observer=observer)
+        return snapshot(spark, config, data=False, observer=observer)
     options, _ = prepare_source(config)
     with closing(connect(options)) as conn:
         status = slot_status(conn, config.str("slot.name"))
@@ -351,35 +264,13 @@ def set_aside_written_files(config: Config) -> None:
 
 
 def _has_stream_checkpoint(config: Config) -> bool:
-    from cdckit.state import StateStore
-
     return bool(StateStore(config.str("cdckit.checkpoint.location")).names("stream/offsets"))
 
 
-def run_stream(spark: SparkSession, config: Config,
-               on_batch: Callable[[int, WriteSummary], None] | None = None,
-               on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
-    """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
-    ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
-    check_paths(spark, config.as_properties())
-    started = time.monotonic()
-    report = StreamReport()
-    observer = job_observer(config, on_metrics)
-    try:
-        if config.is_sqlserver:
-            from cdckit import sqlserver_pipeline
-
-            sqlserver_pipeline.stream(spark, config, report, observer, on_batch)
-        else:
-            _stream(spark, config, report, observer, on_batch)
-    finally:
-        observer.close()
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
-
-
-def _stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
-            on_batch: Callable[[int, WriteSummary], None] | None) -> None:
+def stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
+           on_batch: Callable[[int, WriteSummary], None] | None) -> None:
+    """Do what ``snapshot.mode`` asks, then run a Structured Streaming query over the slot (checkpointed under
+    ``cdckit.checkpoint.location``/stream) until the trigger says stop; confirm the last committed batch."""
     report.snapshot = ensure_stream_start(spark, config, observer)
     if config.str("snapshot.mode") == "initial_only":
         return
@@ -456,8 +347,6 @@ def _last_committed_lsn(query: StreamingQuery) -> str | None:
 def _acknowledge(config: Config, lsn: str, wait_seconds: float = 30.0) -> None:
     """Confirm the last committed batch. A stopped query's interrupted read may hold the slot for a moment
     (its server process is still ending): wait for it rather than leave the batch unconfirmed."""
-    import psycopg2
-
     options = config.as_properties(include_secrets=True)
     deadline = time.monotonic() + wait_seconds
     with closing(connect(options)) as conn:
@@ -477,3 +366,51 @@ def _confirmed_flush(config: Config) -> str | None:
     with closing(connect(options)) as conn:
         status = slot_status(conn, config.str("slot.name"))
     return format_lsn(status.confirmed_flush_lsn) if status else None
+
+
+def source_status(config: Config, snapshot: dict[str, Any] | None,
+                  last_batch: dict[str, Any] | None) -> dict[str, Any]:
+    """The slot, for ``cdckit status``: whether it exists and is active, its positions and retained WAL, and the
+    planner's row estimate of each table the snapshot state names."""
+    options = config.as_properties(include_secrets=True)
+    slot_name = config.str("slot.name")
+    with closing(connect(options)) as conn:
+        status = slot_status(conn, slot_name)
+        if status is None:
+            return {"slot": slot_name, "exists": False}
+        retained = slot_retained_wal(conn, slot_name)
+        estimates = _table_estimates(conn, (snapshot or {}).get("tables", []))
+    return {"slot": slot_name, "exists": True, "active": status.active, "wal_status": status.wal_status,
+            "confirmed_flush_lsn": format_lsn(status.confirmed_flush_lsn),
+            "restart_lsn": format_lsn(status.restart_lsn), "retained_wal_bytes": retained,
+            "estimated_rows": estimates}
+
+
+def _postgres_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
+    """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
+    estimates = {}
+    with conn.cursor() as cur:
+        for name in tables:
+            schema, _, table = str(name).partition(".")
+            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
+                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
+            row = cur.fetchone()
+            if row is not None:
+                estimates[str(name)] = int(row[0])
+    conn.commit()
+    return estimates
+
+
+def _table_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
+    """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
+    estimates = {}
+    with conn.cursor() as cur:
+        for name in tables:
+            schema, _, table = str(name).partition(".")
+            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
+                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
+            row = cur.fetchone()
+            if row is not None:
+                estimates[str(name)] = int(row[0])
+    conn.commit()
+    return estimates

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from cdckit.artifacts import fetch
-from cdckit.lab.embedded_postgres import free_port
+from cdckit_lab.embedded_postgres import free_port
 
 KAFKA_VERSION = "4.1.1"
 
@@ -145,7 +145,7 @@ class KafkaBroker:
 
 
 def main() -> None:
-    """``python -m cdckit.lab.kafka_broker [folder]``: run a broker in the foreground until Ctrl-C."""
+    """``python -m cdckit_lab.kafka_broker [folder]``: run a broker in the foreground until Ctrl-C."""
     import sys
 
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else ".cdckit-kafka")

@@ -1,4 +1,4 @@
-"""The corpus cdckit's records are compared on with Debezium 2.5.2's (``cdckit.lab.parity``): tables of every
+"""The corpus cdckit's records are compared on with Debezium 2.5.2's (``cdckit_lab.parity``): tables of every
 PostgreSQL type and table shape Debezium's connector captures, the rows they hold when the snapshot runs, the
 changes made while both stream, and the connector settings each comparison runs under.
 

@@ -2,7 +2,7 @@
 on and then pause, and its Prometheus endpoint is scraped twice a second; ``cdckit status`` is run during the
 writes and after the stream stops.
 
-    python -m cdckit.lab.watch --out docs/monitoring [--write-seconds 20] [--pause-seconds 20]
+    python -m cdckit_lab.watch --out docs/monitoring [--write-seconds 20] [--pause-seconds 20]
 
 Writes to ``--out``: ``watch-samples.json`` (every scrape), ``watch-lag.png`` (lag, events per second and the
 slot's retained WAL over time), ``watch-scrape.txt`` (one scrape taken during the writes) and
@@ -29,7 +29,7 @@ from typing import Any
 import psycopg2
 
 from cdckit.config.properties import POSTGRES_CONNECTOR
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
 WATCHED = ("debezium_metrics_MilliSecondsBehindSource", "debezium_metrics_TotalNumberOfEventsSeen",
            "cdckit_slot_retained_wal_bytes", "debezium_metrics_NumberOfCommittedTransactions")

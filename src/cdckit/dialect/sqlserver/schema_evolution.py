@@ -1,4 +1,5 @@
-"""The schema-evolution job for SQL Server: rotate capture instances after a table's structure changed.
+"""SQL Server's schema evolution: rotate capture instances after a table's structure changed (the
+schema-evolution job, ``cdckit.pipelines.sqlserver``, and the stream with ``cdckit.sqlserver.schema.evolution=stream``).
 
 Debezium's online procedure, run for the user: when a captured table gained, lost or retyped a column since its
 capture instance was created, create a second capture instance (which captures the new structure from its start
@@ -13,21 +14,18 @@ stream itself.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from cdckit.config import Config
 from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, databases
 from cdckit.dialect.sqlserver.catalog import lsn_bytes as _lsn_bytes
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.errors import CdcKitError
-from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
-from cdckit.state import StateStore, join
+from cdckit.formats.debezium.source import format_sqlserver_lsn
 
 
 @dataclass(frozen=True)
@@ -117,23 +115,6 @@ def next_instance_name(current: str) -> str:
     return f"{current[:match.start()]}_v{int(match.group(1)) + 1}" if match else f"{current}_v2"
 
 
-def stream_positions(config: Config) -> dict[str, int]:
-    """The stream's committed position per database, from its Spark checkpoint ({} before the first batch)."""
-    store = StateStore(join(config.str("cdckit.checkpoint.location"), "stream"))
-    commits = sorted((int(name) for name in store.names("commits") if name.isdigit()), reverse=True)
-    if not commits:
-        return {}
-    text = store.read_text(f"offsets/{commits[0]}") or ""
-    document = json.loads(text.splitlines()[-1])
-    return {db: parse_sqlserver_lsn(entry["commit_lsn"]) for db, entry in document.get("databases", {}).items()}
-
-
-def plan(config: Config) -> list[Rotation]:
-    if not config.is_sqlserver:
-        return []
-    return plan_for(config.as_properties(include_secrets=True), stream_positions(config))
-
-
 def plan_for(options: Mapping[str, str], position: Mapping[str, int]) -> list[Rotation]:
     """The rotations due, given the stream's committed position per database."""
     role = options.get("cdckit.sqlserver.cdc.role") or None
@@ -156,10 +137,6 @@ def plan_for(options: Mapping[str, str], position: Mapping[str, int]) -> list[Ro
                     rotations.append(Rotation("create", database, instance.schema, instance.name,
                                               next_instance_name(instance.capture_instance), reason, role))
     return rotations
-
-
-def apply(config: Config, rotations: list[Rotation]) -> None:
-    apply_with(config.as_properties(include_secrets=True), rotations)
 
 
 def apply_with(options: Mapping[str, str], rotations: list[Rotation]) -> None:

@@ -1,7 +1,7 @@
 """The kill -9 soak: a stream process killed at random points while writes go on, restarted each time, then
 drained; every change must be there, none twice.
 
-    python -m cdckit.lab.soak --runs 20 [--seed 7] [--sink files|delta] [--report soak.json]
+    python -m cdckit_lab.soak --runs 20 [--seed 7] [--sink files|delta] [--report soak.json]
 
 A writer commits transactions (inserts, updates, deletes) into an embedded PostgreSQL the whole time. Each run
 starts ``cdckit stream`` (processing-time trigger, small batches) as its own process group and SIGKILLs the group
@@ -34,8 +34,8 @@ from typing import Any
 import psycopg2
 
 from cdckit.config.properties import POSTGRES_CONNECTOR
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
 from cdckit.spark.sinks import read_records
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
 TOPIC = "soak.public.ledger"
 

@@ -1,4 +1,4 @@
-"""cdckit against Debezium 2.5.2's PostgreSQL connector on the corpus of ``cdckit.lab.parity_corpus``.
+"""cdckit against Debezium 2.5.2's PostgreSQL connector on the corpus of ``cdckit_lab.parity_corpus``.
 
 One comparison, for one settings profile: the corpus is created in a fresh database; cdckit takes its snapshot
 (its slot then holds everything after); Debezium 2.5.2 (its embedded engine, from Maven Central) snapshots the
@@ -10,7 +10,7 @@ JsonConverter into a file, cdckit through its files sink), and the texts are com
 - only positions and clocks are masked (``lsn``, ``txId``, ``sequence``, ``ts_ms`` and transaction ids);
 - a table cdckit refuses counts every Debezium record of it as a difference.
 
-``python -m cdckit.lab.parity [profile ...]`` runs it on an embedded PostgreSQL and prints the match per topic.
+``python -m cdckit_lab.parity [profile ...]`` runs it on an embedded PostgreSQL and prints the match per topic.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from psycopg2 import sql
 from cdckit.config import validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
 from cdckit.errors import CdcKitError
-from cdckit.lab import debezium as dbz
-from cdckit.lab.parity_corpus import PREFIX, PROFILES, SENTINEL_TOPIC, SETUP, TABLE_SETTINGS, TABLES, Profile, Table
+from cdckit_lab import debezium as dbz
+from cdckit_lab.parity_corpus import PREFIX, PROFILES, SENTINEL_TOPIC, SETUP, TABLE_SETTINGS, TABLES, Profile, Table
 
 Record = tuple[str | None, str | None]  # key text, value text (None: a tombstone's value, or no key)
 
@@ -286,7 +286,7 @@ def compare(spark: Any, dsn_properties: Mapping[str, str], work_dir: Path, profi
     from cdckit.dialect.postgres.catalog import discover_tables
     from cdckit.dialect.postgres.connection import connect
     from cdckit.formats.debezium.envelope import TableFormat, format_settings
-    from cdckit.pipeline import run_snapshot, run_stream
+    from cdckit.pipelines.dispatch import run_snapshot, run_stream
 
     profile = PROFILES[profile] if isinstance(profile, str) else profile
     result = Comparison(profile.name)
@@ -329,7 +329,7 @@ def compare(spark: Any, dsn_properties: Mapping[str, str], work_dir: Path, profi
 
 @contextlib.contextmanager
 def _postgres(root: Path) -> Iterator[Any]:
-    from cdckit.lab.embedded_postgres import EmbeddedPostgres
+    from cdckit_lab.embedded_postgres import EmbeddedPostgres
 
     pg = EmbeddedPostgres(root / "pg", password=secrets.token_urlsafe(18)).start()
     try:

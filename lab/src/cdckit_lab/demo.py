@@ -1,7 +1,11 @@
-"""``cdckit demo``: an embedded PostgreSQL, a snapshot, some changes, the stream, and what came out."""
+"""``cdckit demo``: an embedded PostgreSQL, a snapshot, some changes, the stream, and what came out.
+
+The ``cdckit`` command finds it through the ``cdckit.commands`` entry point this distribution registers
+(``COMMAND``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import time
@@ -13,13 +17,33 @@ from rich.table import Table
 
 from cdckit.config import Config, validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
-from cdckit.lab.embedded_postgres import EmbeddedPostgres
-from cdckit.lab.inventory import CHANGES_SQL, apply_changes, create_inventory
-from cdckit.pipeline import job_observer, run_snapshot, run_stream
+from cdckit.pipelines.dispatch import job_observer, run_snapshot, run_stream
 from cdckit.spark.session import get_spark
 from cdckit.spark.sinks import read_records
+from cdckit_lab.embedded_postgres import EmbeddedPostgres
+from cdckit_lab.inventory import CHANGES_SQL, apply_changes, create_inventory
 
 DEMO_DB = "shop"
+EXIT_QUALITY_FAILED = 1  # as ``cdckit quality``
+
+
+class DemoCommand:
+    """``cdckit demo`` (the ``cdckit.commands`` entry point)."""
+
+    help = "run the embedded end-to-end demo"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--workdir", type=Path, default=Path(".cdckit-demo"), help="where the demo keeps its files")
+        parser.add_argument("--quality-report", type=Path, help="also run the quality suites (with reconciliation) on "
+                            "the demo's output and write their report to this folder")
+
+    def run(self, args: argparse.Namespace, console: Console) -> int:
+        result = run_demo(args.workdir, console, quality_report=args.quality_report)
+        quality_report = result.get("quality")
+        return EXIT_QUALITY_FAILED if quality_report is not None and not quality_report.success else 0
+
+
+COMMAND = DemoCommand()
 
 
 def demo_config(pg: EmbeddedPostgres, workdir: Path) -> Config:
@@ -108,9 +132,9 @@ def _print_metrics(console: Console, document: dict[str, Any]) -> None:
 
 def _quality(spark: Any, config: Config, folder: Path, console: Console) -> Any:
     """The quality suites on the demo's output, reconciled with the still running source."""
-    from cdckit.cli import print_quality
     from cdckit.quality import check_records
     from cdckit.quality.records import read_files
+    from cdckit.quality.report import print_quality
 
     console.rule("quality: envelopes, type mappings, reconciliation with the source tables")
     with console.status("running the Great Expectations suites"):

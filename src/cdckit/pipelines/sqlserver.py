@@ -1,4 +1,4 @@
-"""The snapshot and stream jobs for SQL Server.
+"""The snapshot and stream jobs for SQL Server (a ``cdckit.pipelines.base.Pipeline``).
 
 Snapshot: per database, check CDC is on and read the max LSN (where streaming will start), then read every
 captured table in primary-key chunks in parallel Spark partitions, each reconciled with the change tables
@@ -26,8 +26,9 @@ from cdckit.dialect.sqlserver.catalog import (
     check_include_list,
     databases,
 )
-from cdckit.dialect.sqlserver.changes import capture_health, require_max_lsn
+from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn, require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.schema_evolution import Rotation, apply_with, plan_for
 from cdckit.dialect.sqlserver.snapshot import (
     CHUNKS_OPTION,
     Chunk,
@@ -41,18 +42,18 @@ from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
-from cdckit.pipeline import read_snapshot_state, snapshot_observed, write_snapshot_state
+from cdckit.pipelines.base import clear_earlier_snapshot, read_snapshot_state, snapshot_observed, write_snapshot_state
+from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.progress import counted_source
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
-from cdckit.spark.sinks import Sink, WriteSummary, clear_snapshot_files
+from cdckit.spark.sinks import Sink, WriteSummary
 from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, SqlServerSnapshotDataSource, plan_snapshot
 from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.state import StateStore, join
-from cdckit.streaming import SnapshotReport, StreamReport, run_query
 
 log = logging.getLogger("cdckit.sqlserver")
 
@@ -123,20 +124,18 @@ class CaptureHealth:
 
 
 def job_observer(config: Config, json_lines: bool = True) -> Observer:
+    """The job's metrics and their publishers, with the capture job's health per database."""
     options = config.as_properties(include_secrets=True)
     return Observer(config.as_properties(include_secrets=False), databases(options), CaptureHealth(options),
                     json_lines=json_lines)
 
 
-def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
-                 observer: Observer | None = None) -> SnapshotReport:
+def snapshot(spark: SparkSession, config: Config, *, data: bool, observer: Observer) -> SnapshotReport:
     """Snapshot every captured table; a snapshot that failed part-way resumes, reading only unfinished chunks."""
     state = read_snapshot_state(config)
     if state and state.get("status") == "completed":
         return SnapshotReport("skipped", "", json.dumps(state["consistent_point"]), list(state["tables"]))
     options, instances = prepare_source(config)
-    if observer is None:
-        return _snapshot(spark, config, data, state, options, instances, "cdckit_sqlserver_snapshot")
     settings = format_settings(options)
     tables: dict[str, list[str]] = {}
     topics = {}
@@ -159,7 +158,7 @@ def _snapshot(spark: SparkSession, config: Config, data: bool, state: dict[str, 
         log.info("resuming the snapshot: %d of %d chunks are done", len(_finished(config)), len(plan))
     else:
         _store(config).remove(CHUNKS)
-        _clear_snapshot_files(config)
+        clear_earlier_snapshot(config)
         start = _current_positions(options, instances)
         with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
         plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
@@ -218,11 +217,6 @@ def _read_whole(options: dict[str, str], instances: list[CaptureInstance], plan:
             if (i.database, i.schema, i.name) in read and start.get(i.database)}
 
 
-def _clear_snapshot_files(config: Config) -> None:
-    if config.str("cdckit.sink") == "files":
-        clear_snapshot_files(config.str("cdckit.output.path"))
-
-
 def _write_schema_changes(spark: SparkSession, config: Config, instances: list[CaptureInstance],
                           start: dict[str, str]) -> WriteSummary:
     """One CREATE schema change record per captured table (a handful of rows, built on the driver)."""
@@ -245,12 +239,13 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
 
 def stream(spark: SparkSession, config: Config, report: StreamReport, observer: Observer,
            on_batch: Callable[[int, WriteSummary], None] | None) -> None:
-    """The SQL Server stream of ``pipeline.run_stream``, into ``report``."""
+    """Do what ``snapshot.mode`` asks, then run a Structured Streaming query over the change tables from the
+    recorded start, into ``report``."""
     mode = config.str("snapshot.mode")
     if mode in ("initial", "initial_only"):  # when_needed is refused for SQL Server (config.loader)
-        report.snapshot = run_snapshot(spark, config, observer=observer)
+        report.snapshot = snapshot(spark, config, data=True, observer=observer)
     elif mode in ("schema_only", "no_data") and not read_snapshot_state(config):
-        report.snapshot = run_snapshot(spark, config, data=False, observer=observer)
+        report.snapshot = snapshot(spark, config, data=False, observer=observer)
     if mode == "initial_only":
         return
     options, instances = prepare_source(config)
@@ -273,3 +268,45 @@ def stream(spark: SparkSession, config: Config, report: StreamReport, observer: 
     if document:
         report.last_offset = json.dumps({db: entry["commit_lsn"] for db, entry in
                                          document.get("databases", {}).items()})
+
+
+def source_status(config: Config, snapshot: dict[str, Any] | None,
+                  last_batch: dict[str, Any] | None) -> dict[str, Any]:
+    """The capture job per database, for ``cdckit status``: whether the Agent runs, the maximum LSN, the capture
+    instances and their health against the last committed batch's positions."""
+    options = config.as_properties(include_secrets=True)
+    positions = {}
+    if last_batch and isinstance(last_batch["offsets"], dict):
+        for database, entry in (last_batch["offsets"].get("databases") or {}).items():
+            with suppress(Exception):
+                positions[database] = parse_sqlserver_lsn(str(entry["commit_lsn"]))
+    found: dict[str, Any] = {}
+    for database in databases(options):
+        with closing(connect(options, database)) as conn:
+            cursor = conn.cursor()
+            instances = [i.capture_instance for i in capture_instances(cursor, database, options, [])]
+            health = capture_health(cursor, database, instances, positions.get(database))
+            found[database] = {"agent_running": agent_running(cursor),
+                               "max_lsn": format_sqlserver_lsn(max_lsn(cursor, database)),
+                               "capture_instances": instances, **health}
+    return found
+
+
+def stream_positions(config: Config) -> dict[str, int]:
+    """The stream's committed position per database, from its Spark checkpoint ({} before the first batch)."""
+    store = StateStore(join(config.str("cdckit.checkpoint.location"), "stream"))
+    commits = sorted((int(name) for name in store.names("commits") if name.isdigit()), reverse=True)
+    if not commits:
+        return {}
+    text = store.read_text(f"offsets/{commits[0]}") or ""
+    document = json.loads(text.splitlines()[-1])
+    return {db: parse_sqlserver_lsn(entry["commit_lsn"]) for db, entry in document.get("databases", {}).items()}
+
+
+def plan_schema_evolution(config: Config) -> list[Rotation]:
+    """The schema-evolution job's plan: the capture instance rotations due at the stream's committed position."""
+    return plan_for(config.as_properties(include_secrets=True), stream_positions(config))
+
+
+def apply_schema_evolution(config: Config, rotations: list[Rotation]) -> None:
+    apply_with(config.as_properties(include_secrets=True), rotations)

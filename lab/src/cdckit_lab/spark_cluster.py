@@ -7,7 +7,7 @@ Example::
     with StandaloneCluster(Path(".cdckit-cluster"), workers=2) as cluster:
         subprocess.run(cluster.spark_submit("jobs/stream.py", "connector.json"), check=True)
 
-``python -m cdckit.lab.spark_cluster FOLDER`` runs one until interrupted and prints its master URL.
+``python -m cdckit_lab.spark_cluster FOLDER`` runs one until interrupted and prints its master URL.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from cdckit.lab.embedded_postgres import free_port
+from cdckit_lab.embedded_postgres import free_port
 
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
@@ -158,7 +158,7 @@ class StandaloneCluster:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m cdckit.lab.spark_cluster",
+    parser = argparse.ArgumentParser(prog="python -m cdckit_lab.spark_cluster",
                                      description="run a Spark standalone cluster on 127.0.0.1 until interrupted")
     parser.add_argument("folder", type=Path)
     parser.add_argument("--workers", type=int, default=2)

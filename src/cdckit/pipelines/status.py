@@ -12,24 +12,24 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import closing, suppress
+from contextlib import suppress
 from typing import Any
 
 from cdckit.config import Config
 from cdckit.observe.publish import STATUS_FILE
+from cdckit.pipelines.base import STATE, Pipeline
 from cdckit.state import StateStore
 
 STALE_SECONDS = 60
-SNAPSHOT_STATE = "snapshot/state.json"
 
 
-def job_status(config: Config) -> dict[str, Any]:
-    """Everything ``cdckit status`` shows, as data."""
+def job_status(config: Config, pipeline: Pipeline) -> dict[str, Any]:
+    """Everything ``cdckit status`` shows, as data; ``pipeline``: the source dialect's (its ``source_status``)."""
     checkpoint = config.str("cdckit.checkpoint.location")
     store = StateStore(checkpoint)
     now_ms = int(time.time() * 1000)
     found: dict[str, Any] = {"checkpoint": checkpoint, "topic.prefix": config.str("topic.prefix")}
-    snapshot = store.read_json(SNAPSHOT_STATE)
+    snapshot = store.read_json(STATE)
     found["snapshot"] = snapshot if isinstance(snapshot, dict) else None
     found["stream"] = _last_batch(store)
     report = store.read_json(STATUS_FILE)
@@ -39,8 +39,7 @@ def job_status(config: Config) -> dict[str, Any]:
         report["alive"] = bool(report.get("running")) and age <= STALE_SECONDS
     found["job"] = report if isinstance(report, dict) else None
     try:
-        found["source"] = _sqlserver_source(config, found["stream"]) if config.is_sqlserver else \
-            _postgres_source(config, found["snapshot"])
+        found["source"] = pipeline.source_status(config, found["snapshot"], found["stream"])
     except Exception as exc:  # the rest of the status is still worth showing
         found["source"] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     return found
@@ -60,64 +59,6 @@ def _last_batch(store: StateStore) -> dict[str, Any] | None:
             offsets.append(json.loads(line))
     return {"batch": batch, "offsets": offsets[0] if len(offsets) == 1 else offsets,
             "committed_ms": store.modified_ms(f"stream/commits/{batch}")}
-
-
-def _postgres_source(config: Config, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    from cdckit.dialect.postgres.connection import connect
-    from cdckit.dialect.postgres.lsn import format_lsn
-    from cdckit.dialect.postgres.replication import slot_retained_wal, slot_status
-
-    options = config.as_properties(include_secrets=True)
-    slot_name = config.str("slot.name")
-    with closing(connect(options)) as conn:
-        status = slot_status(conn, slot_name)
-        if status is None:
-            return {"slot": slot_name, "exists": False}
-        retained = slot_retained_wal(conn, slot_name)
-        estimates = _postgres_estimates(conn, (snapshot or {}).get("tables", []))
-    return {"slot": slot_name, "exists": True, "active": status.active, "wal_status": status.wal_status,
-            "confirmed_flush_lsn": format_lsn(status.confirmed_flush_lsn),
-            "restart_lsn": format_lsn(status.restart_lsn), "retained_wal_bytes": retained,
-            "estimated_rows": estimates}
-
-
-def _postgres_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
-    """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
-    estimates = {}
-    with conn.cursor() as cur:
-        for name in tables:
-            schema, _, table = str(name).partition(".")
-            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
-                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
-            row = cur.fetchone()
-            if row is not None:
-                estimates[str(name)] = int(row[0])
-    conn.commit()
-    return estimates
-
-
-def _sqlserver_source(config: Config, last: dict[str, Any] | None) -> dict[str, Any]:
-    from cdckit.dialect.sqlserver.catalog import capture_instances, databases
-    from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn
-    from cdckit.dialect.sqlserver.connection import connect
-    from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
-
-    options = config.as_properties(include_secrets=True)
-    positions = {}
-    if last and isinstance(last["offsets"], dict):
-        for database, entry in (last["offsets"].get("databases") or {}).items():
-            with suppress(Exception):
-                positions[database] = parse_sqlserver_lsn(str(entry["commit_lsn"]))
-    found: dict[str, Any] = {}
-    for database in databases(options):
-        with closing(connect(options, database)) as conn:
-            cursor = conn.cursor()
-            instances = [i.capture_instance for i in capture_instances(cursor, database, options, [])]
-            health = capture_health(cursor, database, instances, positions.get(database))
-            found[database] = {"agent_running": agent_running(cursor),
-                               "max_lsn": format_sqlserver_lsn(max_lsn(cursor, database)),
-                               "capture_instances": instances, **health}
-    return found
 
 
 def render(status: dict[str, Any], console: Any) -> None:
