@@ -443,9 +443,9 @@ def measure_stages(bench: Bench, rows: int) -> dict[str, Any]:
     from cdckit.dialect.postgres.snapshot import read_chunk, read_chunk_columns
     from cdckit.pipelines.dispatch import prepare_source
     from cdckit.pipelines.postgres import snapshot_frame
-    from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
     from cdckit.spark.rows import arrow_batches
     from cdckit.spark.sinks import Sink
+    from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 
     bench.table("public.orders", rows)
     config = bench.config("public\\.orders")
@@ -528,8 +528,8 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     from cdckit.pipelines.streaming import StreamReport, run_query
     from cdckit.spark.compat import ReadMaxRows
     from cdckit.spark.options import to_spark_options
-    from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
     from cdckit.spark.rows import arrow_batches
+    from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
 
     bench.table("public.orders", changes)
     walk = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})
@@ -629,7 +629,7 @@ def measure_debezium(bench: Bench, rows: int, changes: int, repeats: int = 1) ->
         kafka = {"cdckit.sink": "kafka", "kafka.bootstrap.servers": bootstrap,
                  "topic.creation.default.partitions": "4"}
         # Debezium Server's producer gets cdckit's throughput settings (batching, lz4): both sides send alike
-        from cdckit.spark.kafka_sink import KAFKA_COMPRESSION_DEFAULT, THROUGHPUT_DEFAULTS
+        from cdckit.spark.sinks.kafka import KAFKA_COMPRESSION_DEFAULT, THROUGHPUT_DEFAULTS
 
         producer = {key[len("kafka."):]: value for key, value in {**THROUGHPUT_DEFAULTS,
                                                                    **KAFKA_COMPRESSION_DEFAULT}.items()}

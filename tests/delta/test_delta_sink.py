@@ -230,8 +230,8 @@ def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: 
 
 def test_a_folder_of_the_former_parquet_lake_sink_is_refused_as_a_delta_location(spark: Any, workdir: Path) -> None:
     from cdckit.config import validate
-    from cdckit.spark.delta_sink import DeltaSinkError
     from cdckit.spark.sinks import Sink
+    from cdckit.spark.sinks.delta import DeltaSinkError
 
     lake = workdir / "lake"
     (lake / "shop.public.orders").mkdir(parents=True)

@@ -18,9 +18,9 @@ from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.pipelines.dispatch import prepare_source
-from cdckit.spark import postgres_snapshot
-from cdckit.spark.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 from cdckit.spark.rows import arrow_batches
+from cdckit.spark.sources import postgres_snapshot
+from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 
 pytestmark = [pytest.mark.postgres]
 PROCESSING_TIME = re.compile(r'"op":"r","ts_ms":\d+,')

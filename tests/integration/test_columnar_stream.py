@@ -23,8 +23,8 @@ from cdckit.dialect.postgres.changes import ChangeDecoder
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.pipelines.dispatch import prepare_source
-from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
 from cdckit.spark.rows import arrow_batches
+from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
 
 pytestmark = [pytest.mark.postgres]
 PROCESSING_TIME = re.compile(r'("op":"[cud]","ts_ms":)\d+,')

@@ -12,8 +12,8 @@ from cdckit import versions
 from cdckit.artifacts import delta_jars
 from cdckit.config import validate
 from cdckit.errors import CdcKitError, ConfigurationError
-from cdckit.spark.delta_sink import DeltaSinkError
 from cdckit.spark.sinks import Sink
+from cdckit.spark.sinks.delta import DeltaSinkError
 
 BASE = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db",
         "database.user": "u", "database.password": "pw", "database.dbname": "d", "topic.prefix": "p"}

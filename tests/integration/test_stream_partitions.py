@@ -196,8 +196,8 @@ def test_the_next_batches_are_planned_on_a_copy_of_the_slot_and_cut_as_their_own
     from a peek of the slot (more may be committed by then); up to the available-now target, where no more can
     come, the copy's plan stands, and nothing is peeked after it."""
     from cdckit.dialect.postgres import plan_ahead
-    from cdckit.spark import postgres_stream
     from cdckit.spark.compat import ReadMaxRows
+    from cdckit.spark.sources import postgres_stream
 
     dsn = postgres.dsn(database)
     options = _moves_backlog(postgres, spark, database, workdir, "ahead", 14)
@@ -256,7 +256,7 @@ def test_a_later_partition_peeks_a_copy_of_the_slot_and_takes_turns_when_none_ca
     import psycopg2.extras
 
     from cdckit.spark.compat import ReadMaxRows
-    from cdckit.spark.postgres_stream import LsnRange, PostgresChangeStreamReader
+    from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
 
     dsn = postgres.dsn(database)
     options = _moves_backlog(postgres, spark, database, workdir, "copies", 6)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdckit.spark.jsonl import lines_by_topic, record_line, record_lines
 from cdckit.spark.rows import EVENT_COLUMNS, event_arrow_schema
+from cdckit.spark.sinks.jsonl import lines_by_topic, record_line, record_lines
 
 # Any text, including escapes, control characters and characters outside the Basic Multilingual Plane.
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
@@ -77,7 +77,7 @@ def test_a_slice_of_a_batch_writes_only_its_own_rows() -> None:
 
 
 def _files_lines(tmp_path: Any, batches: list[pa.RecordBatch]) -> dict[str, bytes]:
-    from cdckit.spark.jsonl import TopicFiles
+    from cdckit.spark.sinks.jsonl import TopicFiles
 
     counts = TopicFiles(str(tmp_path), "stream-000000000001-00000").write_all(batches)
     return {topic: (tmp_path / topic / "stream-000000000001-00000.jsonl").read_bytes() for topic in counts}
@@ -86,7 +86,7 @@ def _files_lines(tmp_path: Any, batches: list[pa.RecordBatch]) -> dict[str, byte
 def test_files_handed_to_the_disk_while_written_hold_every_line_once(tmp_path: Any, monkeypatch: Any) -> None:
     import os
 
-    from cdckit.spark import jsonl
+    from cdckit.spark.sinks import jsonl
 
     rows = [{"topic": f"shop.public.t{n % 2}", "key": json.dumps({"id": n}), "value": json.dumps({"v": "x" * 300}),
              "headers": None, "table": "public.t", "op": "c", "commit_lsn": 1, "lsn": n, "serial": 0,
@@ -132,7 +132,7 @@ def _rows_of_sizes(sizes: list[int]) -> list[dict[str, Any]]:
 def _direct_writes_or_skip(folder: Any) -> None:
     import os
 
-    from cdckit.spark.jsonl import direct_writes_suit
+    from cdckit.spark.sinks.jsonl import direct_writes_suit
 
     folder.mkdir(parents=True, exist_ok=True)
     if not direct_writes_suit(folder):
@@ -161,7 +161,7 @@ def _direct_writes(monkeypatch: Any) -> list[tuple[int, int, bool]]:
 @given(st.lists(st.lists(st.integers(0, 3000), max_size=12), max_size=6))
 def test_files_written_past_the_page_cache_hold_every_line_once(tmp_path_factory: Any, sizes: list[list[int]]
                                                                 ) -> None:
-    from cdckit.spark import jsonl
+    from cdckit.spark.sinks import jsonl
 
     folder = tmp_path_factory.mktemp("direct")
     _direct_writes_or_skip(folder)
@@ -184,7 +184,7 @@ def test_a_refused_direct_write_writes_the_rest_through_the_page_cache(tmp_path:
     import errno
     import os
 
-    from cdckit.spark import jsonl
+    from cdckit.spark.sinks import jsonl
 
     _direct_writes_or_skip(tmp_path)
     rows = _rows_of_sizes([2000] * 40)
@@ -212,7 +212,7 @@ def test_a_refused_direct_write_writes_the_rest_through_the_page_cache(tmp_path:
 def test_files_on_other_file_systems_are_written_through_the_page_cache(tmp_path: Any) -> None:
     from pathlib import Path
 
-    from cdckit.spark.jsonl import direct_writes_suit
+    from cdckit.spark.sinks.jsonl import direct_writes_suit
 
     assert not direct_writes_suit(Path("/proc"))  # procfs: not a local disk's file system
     assert not direct_writes_suit(tmp_path / "missing")  # a folder statfs cannot find

@@ -6,7 +6,7 @@ import pytest
 
 from cdckit.config import validate
 from cdckit.errors import ConfigurationError
-from cdckit.spark.kafka_sink import kafka_options, max_message_bytes
+from cdckit.spark.sinks.kafka import kafka_options, max_message_bytes
 
 BASE = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "h",
         "database.user": "u", "database.password": "p", "database.dbname": "d", "topic.prefix": "t"}

@@ -908,7 +908,7 @@ def cdckit_snapshot_texts(dsn_properties: Mapping[str, str], schema: str, table:
                           first_id: int | None = None, last_id: int | None = None, topic_prefix: str = "bench"
                           ) -> dict[int, tuple[str | None, str]]:
     """cdckit's key and value texts for snapshot reads of the rows ``key_ids``, built without Spark as its
-    snapshot builds them (cdckit.spark.postgres_snapshot): the row as PostgreSQL's text output on a cdckit
+    snapshot builds them (cdckit.spark.sources.postgres_snapshot): the row as PostgreSQL's text output on a cdckit
     connection, ``op`` r, ``source.lsn`` the snapshot's LSN and ``source.sequence`` ``[null, "<lsn>"]``,
     ``txId`` the snapshot transaction's, ``snapshot`` "first" for the table's first row (``first_id``), "last"
     for its last row (``last_id``, which wins for a table of one row) and "true" for the others. The LSN, txId
@@ -968,7 +968,7 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
                          max_changes: int, topic_prefix: str = "bench") -> list[tuple[Any, Any]]:
     """cdckit's change events (and the TableFormat that writes them) for the first transactions pending on the
     comparison ``slot``, decoded without Spark by cdckit's own ChangeDecoder from a peek of the slot (as
-    cdckit.spark.postgres_stream does, from the slot's confirmed_flush_lsn); whole transactions, until
+    cdckit.spark.sources.postgres_stream does, from the slot's confirmed_flush_lsn); whole transactions, until
     ``max_changes`` changes are reached."""
     from cdckit.dialect.postgres import pgoutput
     from cdckit.dialect.postgres.catalog import TableInfo, table_from_relation
@@ -1013,7 +1013,7 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
 def snapshot_positions(dsn_properties: Mapping[str, str], slot: str = "cdckit_snapshot_check") -> dict[str, Any]:
     """The position a snapshot reports, taken both ways at the same moment: cdckit's (``lsn`` the consistent
     point of a slot created with an exported snapshot, ``txId`` that snapshot's xmin, as cdckit.pipelines.postgres and
-    cdckit.spark.postgres_snapshot take them) and Debezium 2.5's (inside the transaction that adopted the
+    cdckit.spark.sources.postgres_snapshot take them) and Debezium 2.5's (inside the transaction that adopted the
     exported snapshot, ``pg_current_wal_lsn()`` and ``txid_current()``, as its log's "Read xlogStart at ... from
     transaction ..." reports). The slot is dropped afterwards."""
     from cdckit.dialect.postgres.connection import connect

@@ -1,5 +1,5 @@
 """An incremental (ad hoc) snapshot's progress, as Debezium's signals move it; both dialects keep it in their
-stream's offsets and plan chunks from it (``postgres/incremental.py``, ``spark/sqlserver_stream.py``)."""
+stream's offsets and plan chunks from it (``postgres/incremental.py``, ``spark/sources/sqlserver_stream.py``)."""
 
 from __future__ import annotations
 

@@ -52,13 +52,12 @@ from cdckit.pipelines.base import (
 )
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
-from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
-from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.spark.progress import counted_source
 from cdckit.spark.rows import STREAM_FILES_OUTPUT, option_bool
 from cdckit.spark.schema_history import record_schema_controls, signature
-from cdckit.spark.sinks import Sink, WriteSummary, kafka_in_one_pass, source_writes
+from cdckit.spark.sinks import Sink, WholeSnapshot, WriteSummary, kafka_in_one_pass, source_writes
+from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
 from cdckit.state import StateStore
 
 log = logging.getLogger("cdckit")

@@ -45,14 +45,13 @@ from cdckit.observe.publish import Observer
 from cdckit.pipelines.base import clear_earlier_snapshot, read_snapshot_state, snapshot_observed, write_snapshot_state
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
-from cdckit.spark.delta_sink import WholeSnapshot
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.progress import counted_source
 from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA
-from cdckit.spark.sinks import Sink, WriteSummary
-from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, SqlServerSnapshotDataSource, plan_snapshot
-from cdckit.spark.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
+from cdckit.spark.sinks import Sink, WholeSnapshot, WriteSummary
+from cdckit.spark.sources.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, SqlServerSnapshotDataSource, plan_snapshot
+from cdckit.spark.sources.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
 from cdckit.state import StateStore, join
 
 log = logging.getLogger("cdckit.sqlserver")

@@ -42,7 +42,7 @@ def source_state(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataF
         return _sqlserver_source_state(spark, options), None
     from cdckit.dialect.postgres.connection import connect
     from cdckit.spark.options import to_spark_options
-    from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
+    from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
 
     conn = connect(dict(options))
     conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
@@ -72,7 +72,7 @@ def _sqlserver_source_state(spark: SparkSession, options: Mapping[str, str]) -> 
     from cdckit.config import validate
     from cdckit.pipelines.dispatch import prepare_source
     from cdckit.spark.options import to_spark_options
-    from cdckit.spark.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
+    from cdckit.spark.sources.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, plan_snapshot
 
     prepared, instances = prepare_source(validate(dict(options)))
     plan = [asdict(chunk) for chunk in plan_snapshot(prepared, instances)]

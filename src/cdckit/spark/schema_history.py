@@ -64,7 +64,7 @@ class SchemaHistory:
         yield record("", None, json.dumps({"kind": "schema", "table": name, **entry}), op="_schema",
                      position=position, ts_ms=now_ms())
         if len(versions) > 1 and option_bool(options, "include.schema.changes", False):
-            from cdckit.spark.postgres_snapshot import schema_change_row
+            from cdckit.spark.sources.postgres_snapshot import schema_change_row
 
             yield schema_change_row(dict(options), table, position.commit_lsn, 0, kind="ALTER",
                                     position=Position(position.commit_lsn, position.lsn, -3))

@@ -11,11 +11,11 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from cdckit.spark.compat import check_spark
-from cdckit.spark.kafka_sink import use_v2_write
-from cdckit.spark.postgres_snapshot import PostgresSnapshotDataSource
-from cdckit.spark.postgres_stream import PostgresChangeDataSource
-from cdckit.spark.sqlserver_snapshot import SqlServerSnapshotDataSource
-from cdckit.spark.sqlserver_stream import SqlServerChangeDataSource
+from cdckit.spark.sinks.kafka import use_v2_write
+from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
+from cdckit.spark.sources.postgres_stream import PostgresChangeDataSource
+from cdckit.spark.sources.sqlserver_snapshot import SqlServerSnapshotDataSource
+from cdckit.spark.sources.sqlserver_stream import SqlServerChangeDataSource
 
 DEFAULT_LOCAL_MASTER = "local[2]"
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|connection[.]string|sas[.]?key|credential"

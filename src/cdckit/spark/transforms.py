@@ -20,6 +20,11 @@ def transform_settings(options: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in options.items() if is_transform_setting(name)}
 
 
+def has_transforms(options: Mapping[str, str]) -> bool:
+    """Whether a chain of transforms is configured."""
+    return bool(chain(transform_settings(options)))
+
+
 def transformed(df: DataFrame, options: Mapping[str, str]) -> DataFrame:
     """``df``'s records through the configured chain (``df`` itself when no transform is configured)."""
     settings = transform_settings(options)

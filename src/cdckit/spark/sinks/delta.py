@@ -38,7 +38,7 @@ import json
 import os
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +49,7 @@ from pyspark.sql import types as T
 
 from cdckit.errors import CdcKitError
 from cdckit.spark.change_rows import META_COLUMNS, RowStructure, StructureError, filesystem, folder_name, stage_writer
+from cdckit.spark.sinks.base import SinkWriter, WholeSnapshot, WriteSummary, on_partitions
 from cdckit.state import StateStore
 
 CHANGES = "changes"
@@ -137,22 +138,6 @@ def widen(old: T.DataType, new: T.DataType) -> T.DataType | None:
     return None
 
 
-@dataclass(frozen=True)
-class WholeSnapshot:
-    """A snapshot of whole tables, committed at once. ``since``: each captured table's topic and the position its
-    ``r`` rows of this snapshot are at or after (PostgreSQL: the first attempt's consistent point; SQL Server: the
-    database's maximum LSN when the snapshot started, below every chunk's high watermark). ``resumed``: earlier
-    attempts may have committed rows, which this one replaces (``r`` rows at or after ``since``; rows of another
-    snapshot there can only be the same rows read again, the source having logged no change in between)."""
-
-    since: Mapping[str, int]
-    resumed: bool
-
-    def replaced(self, topic: str) -> str:
-        """The change rows of ``topic`` this snapshot replaces: a Delta predicate."""
-        return f"__op = 'r' AND __commit_lsn >= {int(self.since[topic])}"
-
-
 @dataclass
 class _Plan:
     """What committing one topic of a batch takes: its staged files and the tables' changes of structure."""
@@ -168,10 +153,19 @@ class _Plan:
     changes: list[str] = field(default_factory=list)  # what a user is told (added column, widened column)
 
 
-class DeltaSink:
-    """Commits staged batches into the Delta tables of ``cdckit.delta.path``."""
+DELTA_CONTROLS = "delta-snapshot.json"  # a Delta snapshot's control rows, written at once after its commits
+
+
+class DeltaSink(SinkWriter):
+    """Commits staged batches into the Delta tables of ``cdckit.delta.path`` (``cdckit.sink=delta``). Takes the
+    records as the sources make them: the configuration refuses transforms with this sink."""
+
+    names = ("delta",)
+    transforms = False
 
     def __init__(self, spark: SparkSession, options: Mapping[str, str]) -> None:
+        super().__init__(spark, options)
+        self._app: str | None = None  # the stream query's id, fixed for the checkpoint's life: read once
         check_session(spark)
         self.spark = spark
         self.location = options.get("cdckit.delta.path") or "cdckit-delta"
@@ -244,6 +238,26 @@ class DeltaSink:
         return dict(sorted(summary.items()))
 
     # -- the driver: check structures ----------------------------------------------------------------------------
+
+    def snapshot(self, df: DataFrame, controls: list[str] | None, controls_dir: str | None,
+                 topics: list[str] | None, whole: WholeSnapshot | None) -> WriteSummary:
+        """The control rows go to ``controls_dir`` as one document, once every table is committed, so a snapshot
+        resumed after a kill reads either every chunk again or none."""
+        found: list[str] = []
+        summary = self.commit(on_partitions(df, self.stage_writer("snapshot")), "snapshot", found, snapshot=whole)
+        if controls_dir and found:
+            StateStore(controls_dir).write_json(DELTA_CONTROLS, [json.loads(value) for value in found])
+        if controls is not None:
+            controls.extend(found)
+        return summary
+
+    def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None, ordered_partitions: bool,
+              topics: Callable[[], list[str]] | None) -> WriteSummary:
+        """An idempotent commit: Delta's transaction identifiers (the query's id, the batch id) skip a replay."""
+        if self._app is None:
+            self._app = stream_app_id(self.options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
+        label = f"stream-{batch_id:012d}"
+        return self.commit(on_partitions(df, self.stage_writer(label)), label, controls, txn=(self._app, batch_id))
 
     def _plan(self, topic: str, files: list[dict[str, Any]], label: str) -> _Plan:
         from pyspark.sql.pandas.types import from_arrow_type

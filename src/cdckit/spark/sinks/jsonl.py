@@ -1,4 +1,5 @@
-"""The files sink's JSON lines: one Kafka record a line.
+"""The files sink's JSON lines: one Kafka record a line (shared by the files sink, the sources that write its files
+themselves, the console sink's lines and the dead letters).
 
 ``record_line`` is the reference, one record built in Python. ``record_lines`` gives the same bytes for every row
 of an Arrow batch with Arrow's compute kernels, so the files sink spends no Python per record: the topic is
@@ -14,16 +15,19 @@ import errno
 import mmap
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from pyspark import TaskContext
 
 from cdckit.formats.arrow_text import join, merge
+from cdckit.spark.sinks.base import WriteSummary, on_partitions, persist_controls, summarize
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
 
 def _json_string(text: str) -> str:
@@ -368,3 +372,24 @@ def written_rows(batches: Iterable[pa.RecordBatch], files: TopicFiles) -> Iterat
     yield from controls
     yield from arrow_batches([(topic, None, str(count), [], None, WRITTEN, 0, 0, 0, 0, None)
                               for topic, count in counts.items()])
+
+
+def file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None
+                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
+        suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
+        control_rows: list[pa.RecordBatch] = []
+        counts = TopicFiles(output, f"{label}{suffix}").write_all(without_controls(batches, control_rows))
+        controls = [value for rows in control_rows for value in rows.column("value").to_pylist()]
+        persist_controls(controls_dir, controls)
+        yield from counts.items()
+        for value in controls:
+            yield ("_control", value)  # type: ignore[misc]
+
+    return write
+
+
+def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
+    """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``."""
+    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True)
+    return summarize(on_partitions(df, writer, arrow=True))

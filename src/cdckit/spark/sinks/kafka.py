@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark import StorageLevel
@@ -19,7 +19,9 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from cdckit.errors import CdcKitError, ConfigurationError
-from cdckit.spark.sinks import POSITION_ORDER, WriteSummary
+from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, persist_controls
+from cdckit.spark.sinks.jsonl import write_dead_letters
+from cdckit.spark.transforms import has_transforms
 
 log = logging.getLogger("cdckit")
 
@@ -155,6 +157,49 @@ class TopicManager:
         except Exception as exc:
             if "TopicExistsException" not in str(exc):
                 raise
+
+
+class KafkaSink(SinkWriter):
+    """Kafka (``cdckit.sink=kafka``), and Azure Event Hubs through its Kafka endpoint (``cdckit.sink=eventhubs``:
+    the same producer, with Event Hubs' address, authentication and size limit from ``kafka_options``)."""
+
+    names = ("kafka", "eventhubs")
+
+    def __init__(self, spark: Any, options: Mapping[str, str]) -> None:
+        super().__init__(spark, options)
+        kafka_options(options)  # configuration problems surface before any data is read
+        self.topics = TopicManager(spark, options)
+
+    @classmethod
+    def one_pass(cls, options: Mapping[str, str]) -> bool:
+        """A stream batch read by one task goes in one pass (``write_kafka``'s ``single_range``) with Debezium's
+        format, no transforms and no size limit to check first. Event Hubs always has one."""
+        return (options.get("cdckit.sink", "files") == "kafka" and not has_transforms(options)
+                and options.get("cdckit.message.format", "debezium") == "debezium" and not max_message_bytes(options))
+
+    def snapshot(self, df: DataFrame, controls: list[str] | None, controls_dir: str | None,
+                 topics: list[str] | None, whole: WholeSnapshot | None) -> WriteSummary:
+        """One record per key in position order; with ``controls_dir``, the control rows are kept only after the
+        records are in Kafka."""
+        if controls is None and not controls_dir:
+            return write_kafka(df, self.options, self.topics, self.output, "snapshot", one_per_key=True,
+                               known_topics=topics)
+        found: list[str] = []
+        summary = write_kafka(df, self.options, self.topics, self.output, "snapshot", found, one_per_key=True)
+        if controls_dir:
+            persist_controls(controls_dir, found)  # only after the records are in Kafka
+        if controls is not None:
+            controls.extend(found)
+        return summary
+
+    def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None, ordered_partitions: bool,
+              topics: Callable[[], list[str]] | None) -> WriteSummary:
+        label = f"stream-{batch_id:012d}"
+        if topics is not None:
+            return write_kafka(df, self.options, self.topics, self.output, label, controls, known_topics=topics(),
+                               ordered_partitions=ordered_partitions, single_range=True)
+        return write_kafka(df, self.options, self.topics, self.output, label, controls,
+                           ordered_partitions=ordered_partitions)
 
 
 def write_kafka(df: DataFrame, options: Mapping[str, str], topics: TopicManager, output: str,
@@ -322,8 +367,6 @@ def _oversize(records: DataFrame, limit: int, options: Mapping[str, str], output
     if not found:
         return records
     if options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter":
-        from cdckit.spark.sinks import write_dead_letters
-
         write_dead_letters(offenders.drop("_size", "_value"), output, label)
         return measured.filter(F.col("_size") <= limit).drop("_size")
     first = found[0]

@@ -35,7 +35,6 @@ from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
-from cdckit.spark.jsonl import TopicFiles, written_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import (
@@ -48,6 +47,7 @@ from cdckit.spark.rows import (
     read_record_batches,
     skipped_operations,
 )
+from cdckit.spark.sinks.jsonl import TopicFiles, written_rows
 
 
 class SchemaChangePartition(InputPartition):

@@ -56,7 +56,7 @@ from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAva
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record, with_stats
-from cdckit.spark.sqlserver_snapshot import read_snapshot_chunk
+from cdckit.spark.sources.sqlserver_snapshot import read_snapshot_chunk
 
 log = logging.getLogger("cdckit.sqlserver")
 KNOWN_STARTS_OPTION = "cdckit.sqlserver.known.starts"  # {"db.capture_instance": start LSN at the snapshot}

@@ -68,7 +68,6 @@ from cdckit.spark.compat import (
     planned_batch,
     read_limit_rows,
 )
-from cdckit.spark.jsonl import TopicFiles, written_rows
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import RecordBuilder, record_builder, xid_at_lsn
 from cdckit.spark.rows import (
@@ -86,6 +85,7 @@ from cdckit.spark.rows import (
     with_stats,
 )
 from cdckit.spark.schema_history import SchemaHistory
+from cdckit.spark.sinks.jsonl import TopicFiles, written_rows
 
 T = TypeVar("T")
 log = logging.getLogger("cdckit")
