@@ -15,8 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdckit.dialect.postgres.catalog import TableInfo
-from cdckit.events import Position
-from cdckit.formats.debezium.envelope import FormatSettings
+from cdckit.events import ChangeEvent, Position
+from cdckit.formats.debezium.envelope import FormatSettings, format_settings
+from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
+from cdckit.spark.records import schema_change_record
 from cdckit.spark.rows import EventRow, now_ms, option_bool, record
 from cdckit.state import StateStore
 
@@ -64,8 +66,6 @@ class SchemaHistory:
         yield record("", None, json.dumps({"kind": "schema", "table": name, **entry}), op="_schema",
                      position=position, ts_ms=now_ms())
         if len(versions) > 1 and option_bool(options, "include.schema.changes", False):
-            from cdckit.spark.sources.postgres_snapshot import schema_change_row
-
             yield schema_change_row(dict(options), table, position.commit_lsn, 0, kind="ALTER",
                                     position=Position(position.commit_lsn, position.lsn, -3))
 
@@ -82,3 +82,15 @@ def record_schema_controls(options: Mapping[str, str], controls: Sequence[str]) 
         if not versions or versions[-1]["columns"] != control["columns"]:
             versions.append({"position": control["position"], "columns": control["columns"], "key": control["key"]})
     _store(options).write_json(FILE_NAME, history.versions)
+
+
+def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id: int, kind: str = "CREATE",
+                      position: Position | None = None) -> EventRow:
+    """A CREATE (snapshot) or ALTER (stream) record of one table on the ``topic.prefix`` topic, in the SQL Server
+    connector's format."""
+    settings = format_settings(options)
+    change = TableChange(kind, settings.database, table.schema, table.name, table.key_columns,
+                         tuple(describe_postgres_columns(table.columns)))
+    event = ChangeEvent(table.schema, table.name, "r", None, None, position or Position(lsn, lsn, -3), now_ms(),
+                        tx_id or None, snapshot="true" if kind == "CREATE" else "false", sequence=(None, lsn))
+    return schema_change_record(settings, change, event, f"{table.schema}.{table.name}")

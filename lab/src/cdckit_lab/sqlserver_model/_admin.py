@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _sqlite as store
+from ._cdc import add_column, add_table, datetime_text, disable_table, enable_table, schema_id_of
 from ._dml import ModelTransaction, allocate_lsn, cdc_enabled, harvest, tran_id
 from ._errors import ProgrammingError, server_error
 from ._types import (
@@ -27,46 +28,7 @@ from ._types import (
 
 _FIRST_LSN = (0x25 << 48) | (0x0D08 << 16) | 1  # 00000025:00000d08:0001, like a young database's log
 _FIRST_OBJECT_ID = 901_578_250
-_OBJECT_ID_STEP = 16_057
-_CHANGE_TABLE_META = (("__$start_lsn", "binary", 10), ("__$end_lsn", "binary", 10), ("__$seqval", "binary", 10),
-                      ("__$operation", "int", 4), ("__$update_mask", "varbinary", 128))
 
-
-def _datetime(value: dt.datetime) -> str:
-    """A value of SQL Server's ``datetime`` type (1/300 s ticks), stored as ISO text."""
-    return str(coerce(ModelColumn("t", "datetime", 8, 23, 3), value).isoformat())
-
-
-def _allocate_object_id(conn: sqlite3.Connection, db: str) -> int:
-    value = conn.execute("SELECT next_object_id FROM databases WHERE name = ?", (db,)).fetchone()[0]
-    conn.execute("UPDATE databases SET next_object_id = ? WHERE name = ?", (value + _OBJECT_ID_STEP, db))
-    return int(value)
-
-
-def _schema_id(conn: sqlite3.Connection, db: str, schema: str) -> int:
-    row = conn.execute("SELECT schema_id FROM schemas WHERE db = ? AND name = ?", (db, schema)).fetchone()
-    if row is not None:
-        return int(row[0])
-    schema_id = conn.execute("SELECT next_schema_id FROM databases WHERE name = ?", (db,)).fetchone()[0]
-    conn.execute("UPDATE databases SET next_schema_id = ? WHERE name = ?", (schema_id + 1, db))
-    conn.execute("INSERT INTO schemas VALUES (?, ?, ?)", (db, schema_id, schema))
-    return int(schema_id)
-
-
-def _add_table(conn: sqlite3.Connection, db: str, schema: str, name: str, columns: Sequence[ModelColumn],
-               created: str, shipped: bool = False) -> int:
-    object_id = _allocate_object_id(conn, db)
-    conn.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, 1)",
-                 (db, object_id, _schema_id(conn, db, schema), name, int(shipped), created))
-    for column_id, column in enumerate(columns, start=1):
-        _add_column(conn, db, object_id, column_id, column)
-    return object_id
-
-
-def _add_column(conn: sqlite3.Connection, db: str, object_id: int, column_id: int, column: ModelColumn) -> None:
-    conn.execute("INSERT INTO columns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (db, object_id, column_id, column.name, column.type_name, column.max_length, column.precision,
-                  column.scale, int(column.nullable), int(column.identity)))
 
 
 class SqlServerModel:
@@ -83,7 +45,7 @@ class SqlServerModel:
             yield conn
 
     def _now(self) -> str:
-        return _datetime(self.clock())
+        return datetime_text(self.clock())
 
     # -- server -------------------------------------------------------------------------------------------------
     def _server_flag(self, name: str) -> bool:
@@ -170,7 +132,7 @@ class SqlServerModel:
                             "WHERE t.db = ? AND s.name = ? AND t.name = ?", (db, schema, table)).fetchone():
                 raise server_error(ProgrammingError, "42S01", 2714,
                                    f"There is already an object named '{table}' in the database.")
-            object_id = _add_table(conn, db, schema, table, normalised, self._now())
+            object_id = add_table(conn, db, schema, table, normalised, self._now())
             if primary_key:
                 conn.execute("INSERT INTO indexes VALUES (?, ?, 1, ?, 1)",
                              (db, object_id, f"PK__{table[:8]}__{object_id:016X}"))
@@ -192,7 +154,7 @@ class SqlServerModel:
             if not column.nullable and store.table_rows(conn, info):
                 raise server_error(ProgrammingError, "42000", 4901, "ALTER TABLE only allows columns to be added "
                                    "that can contain nulls, or have a DEFAULT definition specified, ...")
-            _add_column(conn, db, info.object_id, max((i for i, _ in info.columns), default=0) + 1, column)
+            add_column(conn, db, info.object_id, max((i for i, _ in info.columns), default=0) + 1, column)
             self._log_ddl(conn, info, f"ALTER TABLE [{schema}].[{table}] ADD [{column.name}] "
                           f"{type_declaration(column)} {'NULL' if column.nullable else 'NOT NULL'}")
 
@@ -268,74 +230,19 @@ class SqlServerModel:
         """``sys.sp_cdc_enable_db``: the cdc schema appears and the database reports is_cdc_enabled = 1."""
         with self._write() as conn:
             db = store.database_name(conn, db)
-            _schema_id(conn, db, "cdc")
+            schema_id_of(conn, db, "cdc")
             conn.execute("UPDATE databases SET is_cdc_enabled = 1 WHERE name = ?", (db,))
 
     def enable_table(self, db: str, schema: str, table: str, capture_instance: str | None = None,
                      columns: Sequence[str] | None = None) -> str:
         """``sys.sp_cdc_enable_table``; returns the capture instance name. Its start_lsn is the current LSN."""
         with self._write() as conn:
-            db = store.database_name(conn, db)
-            if not cdc_enabled(conn, db):
-                raise server_error(ProgrammingError, "42000", 22901, f"The database '{db}' is not enabled for "
-                                   "Change Data Capture. Ensure that the correct database context is set and retry "
-                                   "the operation. To report on the databases enabled for Change Data Capture, "
-                                   "query the is_cdc_enabled column in the sys.databases catalog view.")
-            info = store.table_info(conn, db, schema, table)
-            name = capture_instance or f"{info.schema}_{info.name}"
-            if store.instances(conn, db, name=name):
-                raise server_error(ProgrammingError, "42000", 22926, f"Could not create a capture instance because "
-                                   f"the capture instance name '{name}' already exists in the current database. "
-                                   "Specify an explicit unique name for the parameter @capture_instance.")
-            if len(store.instances(conn, db, source_object_id=info.object_id)) >= 2:
-                raise server_error(ProgrammingError, "42000", 22962, f"Two capture instances already exist for "
-                                   f"source table '{info.schema}.{info.name}'. A table can have at most two capture "
-                                   "instances. If the current tracking options are not appropriate, disable change "
-                                   "tracking for the obsolete instance by using sys.sp_cdc_disable_table and retry "
-                                   "the operation.")
-            selected = [c for _, c in info.columns] if columns is None else []
-            for wanted in columns or ():
-                found = info.column(wanted)
-                if found is None:
-                    raise server_error(ProgrammingError, "42000", 22833, f"Could not create a capture instance "
-                                       f"because the column '{wanted}' in the @captured_column_list is not a "
-                                       "column of the source table.")
-                selected.append(found)
-            ids = {c.name: i for i, c in info.columns}
-            selected.sort(key=lambda c: ids[c.name])  # change-table order is the source column order
-            missing = [k for k in info.primary_key if k not in [c.name for c in selected]]
-            if missing:
-                raise server_error(ProgrammingError, "42000", 22832, f"Could not update the metadata that "
-                                   f"indicates table '{info.schema}.{info.name}' is enabled for Change Data "
-                                   f"Capture: the primary key column(s) {missing} must be captured.")
-            lsn = allocate_lsn(conn, db)
-            now = self._now()
-            meta = [ModelColumn(n, t, size, 0, 0) for n, t, size in _CHANGE_TABLE_META]
-            change_table = _add_table(conn, db, "cdc", f"{name}_CT",
-                                      [*meta, *selected, ModelColumn("__$command_id", "int", 4, 10)], now, True)
-            seq = conn.execute("SELECT COALESCE(MAX(create_seq), 0) + 1 FROM change_tables").fetchone()[0]
-            index_name = f"PK__{info.name[:8]}__{info.object_id:016X}" if info.primary_key else None
-            conn.execute("INSERT INTO change_tables VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (db, change_table, info.object_id, name, lsn, now, seq, index_name))
-            conn.executemany("INSERT INTO captured_columns VALUES (?, ?, ?, ?, ?, ?)",
-                             [(db, change_table, c.name, ids[c.name], c.type_name, n)
-                              for n, c in enumerate(selected, start=1)])
-            conn.executemany("INSERT INTO cdc_index_columns VALUES (?, ?, ?, ?, ?)",
-                             [(db, change_table, k, n, ids[k]) for n, k in enumerate(info.primary_key, start=1)])
-            return name
+            return enable_table(conn, db, schema, table, capture_instance, columns, self._now())
 
     def disable_table(self, db: str, capture_instance: str) -> None:
         """``sys.sp_cdc_disable_table``: the instance, its change table and its ddl_history rows are dropped."""
         with self._write() as conn:
-            db = store.database_name(conn, db)
-            found = store.instances(conn, db, name=capture_instance)
-            if not found:
-                raise server_error(ProgrammingError, "42000", 22985, f"Could not find the capture instance "
-                                   f"'{capture_instance}'.")
-            object_id = found[0].object_id
-            for table in ("change_tables", "captured_columns", "cdc_index_columns", "ddl_history", "change_rows",
-                          "columns", "tables"):
-                conn.execute(f"DELETE FROM {table} WHERE db = ? AND object_id = ?", (db, object_id))
+            disable_table(conn, db, capture_instance)
 
     def cleanup(self, db: str, capture_instance: str, low_water_lsn: bytes) -> None:
         """``sys.sp_cdc_cleanup_change_table``: purge change rows below the LSN and raise the instance's min LSN."""

@@ -6,15 +6,21 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import _sqlite as store
 from ._errors import IntegrityError, ProgrammingError, server_error
 from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, encode, int_to_lsn
 
-if TYPE_CHECKING:
-    from ._admin import SqlServerModel
+
+class SqlServerModel(Protocol):
+    """What a transaction needs of the model (``_admin.SqlServerModel``): its file and its clock."""
+
+    path: Path
+
+    def _now(self) -> str: ...
 
 
 def allocate_lsn(conn: sqlite3.Connection, db: str) -> bytes:

@@ -6,6 +6,7 @@ model accepts exactly what queries.py renders (whitespace normalised) and nothin
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import re
@@ -21,6 +22,7 @@ from sqlglot import exp
 from cdckit.dialect.sqlserver import queries as q
 
 from . import _sqlite as store
+from ._cdc import datetime_text, disable_table, enable_table
 from ._errors import (
     ProgrammingError,
     UnmodelledStatementError,
@@ -379,16 +381,14 @@ def _table_columns(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s:
 
 def _enable_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     """``sys.sp_cdc_enable_table`` through SQL: the same as the admin API (a third instance is refused)."""
-    from ._admin import SqlServerModel
-
-    SqlServerModel(s.model_path).enable_table(_database(conn, g), p[0], p[1], capture_instance=p[3])
+    with store.write_transaction(s.model_path) as writer:
+        enable_table(writer, _database(conn, g), p[0], p[1], p[3], None, datetime_text(dt.datetime.now()))
     return Result(None, [])
 
 
 def _disable_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
-    from ._admin import SqlServerModel
-
-    SqlServerModel(s.model_path).disable_table(_database(conn, g), p[2])
+    with store.write_transaction(s.model_path) as writer:
+        disable_table(writer, _database(conn, g), p[2])
     return Result(None, [])
 
 

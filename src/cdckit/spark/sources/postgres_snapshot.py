@@ -34,9 +34,8 @@ from cdckit.dialect.postgres.snapshot import (
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.formats.debezium.schema_change import TableChange, describe_postgres_columns
 from cdckit.spark.options import from_spark_options
-from cdckit.spark.records import record_builder, schema_change_record
+from cdckit.spark.records import record_builder
 from cdckit.spark.rows import (
     ARROW_BATCH_ROWS,
     EVENT_SCHEMA,
@@ -47,6 +46,7 @@ from cdckit.spark.rows import (
     read_record_batches,
     skipped_operations,
 )
+from cdckit.spark.schema_history import schema_change_row
 from cdckit.spark.sinks.jsonl import TopicFiles, written_rows
 
 
@@ -190,13 +190,3 @@ def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, mar
                        partition.tx_id, snapshot=marker, sequence=(None, lsn))
 
 
-def schema_change_row(options: dict[str, str], table: TableInfo, lsn: int, tx_id: int, kind: str = "CREATE",
-                      position: Position | None = None) -> EventRow:
-    """A CREATE (snapshot) or ALTER (stream) record of one table on the ``topic.prefix`` topic, in the SQL Server
-    connector's format."""
-    settings = format_settings(options)
-    change = TableChange(kind, settings.database, table.schema, table.name, table.key_columns,
-                         tuple(describe_postgres_columns(table.columns)))
-    event = ChangeEvent(table.schema, table.name, "r", None, None, position or Position(lsn, lsn, -3), now_ms(),
-                        tx_id or None, snapshot="true" if kind == "CREATE" else "false", sequence=(None, lsn))
-    return schema_change_record(settings, change, event, f"{table.schema}.{table.name}")
