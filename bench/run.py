@@ -521,15 +521,16 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     batches as the stream plans them (each batch one range); the Spark stages sum the micro-batches' own times
     (``triggerExecution``: planning, reading, writing, both logs), which leaves out the query's start."""
     from cdckit.dialect.postgres import pgoutput
-    from cdckit.dialect.postgres.changes import peek_rows
     from cdckit.dialect.postgres.connection import connect
     from cdckit.dialect.postgres.lsn import parse_lsn
+    from cdckit.dialect.postgres.peek import peek_rows
     from cdckit.dialect.postgres.replication import slot_status
     from cdckit.pipelines.streaming import StreamReport, run_query
     from cdckit.spark.compat import ReadMaxRows
     from cdckit.spark.options import to_spark_options
     from cdckit.spark.rows import arrow_batches
-    from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
+    from cdckit.spark.sources.postgres_stream import PostgresChangeStreamReader
+    from cdckit.spark.sources.postgres_stream_partition import LsnRange
 
     bench.table("public.orders", changes)
     walk = bench.config("public\\.orders", **{"snapshot.mode": "no_data"})

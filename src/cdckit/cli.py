@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_arguments(commands.add_parser(name, help=command.help))
     if "demo" not in commands.choices:
         commands.add_parser("demo", help="run the embedded end-to-end demo (needs cdckit's lab: pip install ./lab)",
-                            add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
+                            add_help=False)
     return parser
 
 
@@ -101,7 +101,10 @@ def _config_location(text: str) -> Path | str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not (args.command == "demo" and "demo" not in plugin_commands()):  # the demo's own, refused below
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     console = Console()

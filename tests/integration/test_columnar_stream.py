@@ -18,13 +18,14 @@ import pyarrow as pa
 import pytest
 from helpers import execute, fetch, make_config
 
-from cdckit.dialect.postgres import changes, pgoutput
-from cdckit.dialect.postgres.changes import ChangeDecoder
+from cdckit.dialect.postgres import decoder, peek, pgoutput
+from cdckit.dialect.postgres.decoder import ChangeDecoder
 from cdckit.dialect.postgres.lsn import parse_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.pipelines.dispatch import prepare_source
 from cdckit.spark.rows import arrow_batches
-from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
+from cdckit.spark.sources.postgres_stream import PostgresChangeStreamReader
+from cdckit.spark.sources.postgres_stream_partition import LsnRange
 
 pytestmark = [pytest.mark.postgres]
 PROCESSING_TIME = re.compile(r'("op":"[cud]","ts_ms":)\d+,')
@@ -57,7 +58,7 @@ def _records(batches: Any) -> list[tuple[Any, ...]]:
 
 # How the peek's output is taken: runs of row changes looked at together (blocks of 1 MiB; blocks of a few hundred
 # bytes, which cut runs and messages; every run however short), or each message on its own.
-READING = {"runs": (1024 * 1024, changes.MIN_RUN), "small-blocks": (300, 2), "every-run": (1024 * 1024, 1),
+READING = {"runs": (1024 * 1024, decoder.MIN_RUN), "small-blocks": (300, 2), "every-run": (1024 * 1024, 1),
            "message-by-message": (1024 * 1024, 10**9)}
 
 
@@ -99,8 +100,8 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
 
     monkeypatch.setattr(pgoutput, "decode_message", counted)
     monkeypatch.setattr(ChangeDecoder, "take_plain", taken)
-    monkeypatch.setattr(changes, "_READ_SIZE", read_size)
-    monkeypatch.setattr(changes, "MIN_RUN", min_run)
+    monkeypatch.setattr(peek, "_READ_SIZE", read_size)
+    monkeypatch.setattr(decoder, "MIN_RUN", min_run)
     columnar = _records(reader.read(partition))
     # plain changes (inserts, updates without an old image, deletes) are decoded a column at a time
     assert decoded_one_by_one < len(columnar) / 4

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from helpers import execute, fetch
 
-from cdckit.dialect.postgres import changes
-from cdckit.dialect.postgres.changes import copy_rows, peek_rows
+from cdckit.dialect.postgres import peek
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.dialect.postgres.peek import copy_rows, peek_rows
 from cdckit.errors import DecodingError
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
@@ -29,7 +29,7 @@ def copy_output(rows: list[tuple[int, bytes]], extension: bytes = b"") -> bytes:
 
 @pytest.mark.parametrize("read_size", [1, 7, 18, 19, 64, 1024 * 1024])
 def test_rows_come_back_whole_whatever_the_read_steps(monkeypatch: pytest.MonkeyPatch, read_size: int) -> None:
-    monkeypatch.setattr(changes, "_READ_SIZE", read_size)
+    monkeypatch.setattr(peek, "_READ_SIZE", read_size)
     rows = [(1, b"B" + bytes(20)), (2, b""), (3, bytes(range(256)) * 40), (2**40, b"C" * 3)]
     assert list(copy_rows(io.BytesIO(copy_output(rows, extension=b"ext!")))) == rows
     assert list(copy_rows(io.BytesIO(copy_output([])))) == []
@@ -61,7 +61,7 @@ def test_a_peek_larger_than_the_spools_memory_reads_every_message_from_its_file(
         "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('peeks', NULL, NULL, 'proto_version', "
         "'1', 'publication_names', 'peeks', 'messages', 'true')"))]
     assert len(expected) == 300 + 100 + 50 + 6 + 1  # the changes, a Begin and Commit each, the table's Relation
-    monkeypatch.setattr(changes, "SPOOL_MEMORY", 4096)  # about 60 KB of messages: most go to the file
+    monkeypatch.setattr(peek, "SPOOL_MEMORY", 4096)  # about 60 KB of messages: most go to the file
     options = {**postgres.connector_properties(database), "slot.name": "peeks", "publication.name": "peeks"}
     with closing(connect(options)) as conn:
         assert list(peek_rows(conn, options, end)) == expected

@@ -15,9 +15,12 @@ import pytest
 from helpers import execute, fetch
 
 from cdckit.dialect.postgres.catalog import check_server, discover_tables
-from cdckit.dialect.postgres.changes import ChangeDecoder, emit_heartbeat, peek_rows, pending_changes
 from cdckit.dialect.postgres.connection import connect, connection_kwargs
+from cdckit.dialect.postgres.decoder import ChangeDecoder
+from cdckit.dialect.postgres.heartbeat import emit_heartbeat
 from cdckit.dialect.postgres.lsn import parse_lsn
+from cdckit.dialect.postgres.peek import peek_rows
+from cdckit.dialect.postgres.pending import pending_changes
 from cdckit.dialect.postgres.replication import (
     advance_slot,
     create_slot,

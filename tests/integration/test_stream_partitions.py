@@ -14,9 +14,9 @@ import pytest
 from helpers import execute, fetch, make_config, payload, records, replay
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.changes import peek_bound, pending_changes
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
+from cdckit.dialect.postgres.pending import peek_bound, pending_changes
 from cdckit.dialect.postgres.replication import advance_slot
 from cdckit.errors import CdcKitError
 from cdckit.pipelines.dispatch import run_snapshot, run_stream
@@ -256,7 +256,8 @@ def test_a_later_partition_peeks_a_copy_of_the_slot_and_takes_turns_when_none_ca
     import psycopg2.extras
 
     from cdckit.spark.compat import ReadMaxRows
-    from cdckit.spark.sources.postgres_stream import LsnRange, PostgresChangeStreamReader
+    from cdckit.spark.sources.postgres_stream import PostgresChangeStreamReader
+    from cdckit.spark.sources.postgres_stream_partition import LsnRange
 
     dsn = postgres.dsn(database)
     options = _moves_backlog(postgres, spark, database, workdir, "copies", 6)

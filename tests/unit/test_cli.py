@@ -82,3 +82,23 @@ def test_quality_refuses_a_configuration_whose_transforms_change_the_records(
     assert main(["quality", str(path), "--input", str(tmp_path / "out"), "--report", str(tmp_path / "r")]) == 2
     captured = capsys.readouterr()
     assert "transforms (unwrap) change them" in captured.out + captured.err
+
+
+def test_demo_is_the_labs_command_found_through_its_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
+    from cdckit.cli import build_parser, plugin_commands
+    from cdckit_lab.demo import COMMAND
+
+    assert plugin_commands()["demo"] is COMMAND
+    args = build_parser().parse_args(["demo", "--workdir", "w", "--quality-report", "q"])
+    assert (str(args.workdir), str(args.quality_report)) == ("w", "q")
+
+
+def test_demo_without_the_lab_says_how_to_get_it(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import cdckit.cli
+
+    monkeypatch.setattr(cdckit.cli, "plugin_commands", dict)  # an installation without cdckit's lab
+    assert main(["demo", "--workdir", "w"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("cdckit: error: cdckit demo comes with cdckit's lab")
+    assert "pip install ./lab" in out and "make demo" in out

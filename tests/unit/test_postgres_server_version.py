@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdckit.dialect.postgres.changes import peek_options
+from cdckit.dialect.postgres.pending import peek_options
 from cdckit.dialect.postgres.replication import create_slot_command
 from cdckit.dialect.postgres.server_version import ServerVersion, check_supported
 from cdckit.errors import SourcePreconditionError

@@ -972,9 +972,11 @@ def cdckit_stream_events(dsn_properties: Mapping[str, str], slot: str, schema: s
     ``max_changes`` changes are reached."""
     from cdckit.dialect.postgres import pgoutput
     from cdckit.dialect.postgres.catalog import TableInfo, table_from_relation
-    from cdckit.dialect.postgres.changes import ChangeDecoder, as_bytes, peek_options
     from cdckit.dialect.postgres.connection import connect
+    from cdckit.dialect.postgres.decoder import ChangeDecoder
     from cdckit.dialect.postgres.lsn import parse_lsn
+    from cdckit.dialect.postgres.peek import as_bytes
+    from cdckit.dialect.postgres.pending import peek_options
     from cdckit.formats.debezium.envelope import TableFormat, format_settings
 
     options = _cdckit_options(dsn_properties, topic_prefix, **{"slot.name": slot, "publication.name": slot})

@@ -39,9 +39,11 @@ from psycopg2.extensions import connection as Connection
 from cdckit.dialect.incremental import Key, Progress, TableRequest
 from cdckit.dialect.postgres import pgoutput
 from cdckit.dialect.postgres.catalog import TableInfo, load_table
-from cdckit.dialect.postgres.changes import as_bytes, current_wal_lsn, peek_options, taking_turns
 from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.heartbeat import current_wal_lsn
 from cdckit.dialect.postgres.lsn import format_lsn
+from cdckit.dialect.postgres.peek import as_bytes, taking_turns
+from cdckit.dialect.postgres.pending import peek_options
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.dialect.postgres.snapshot import fetch_blocks
 from cdckit.dialect.signals import Signal, parse_signal

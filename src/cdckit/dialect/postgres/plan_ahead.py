@@ -22,8 +22,8 @@ from collections.abc import Mapping
 import psycopg2
 from psycopg2.extensions import connection as Connection
 
-from cdckit.dialect.postgres.changes import PendingChanges, pending_changes
 from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.pending import PendingChanges, pending_changes
 from cdckit.dialect.postgres.replication import (
     advance_slot,
     can_copy_slots,
