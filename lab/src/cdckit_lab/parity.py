@@ -34,7 +34,8 @@ from psycopg2 import sql
 from cdckit.config import validate
 from cdckit.config.properties import POSTGRES_CONNECTOR
 from cdckit.errors import CdcKitError
-from cdckit_lab import debezium as dbz
+from cdckit_lab.debezium import server as dbz
+from cdckit_lab.debezium.runtime import FORMAT_VERSION, DebeziumServerError
 from cdckit_lab.parity_corpus import PREFIX, PROFILES, SENTINEL_TOPIC, SETUP, TABLE_SETTINGS, TABLES, Profile, Table
 
 Record = tuple[str | None, str | None]  # key text, value text (None: a tombstone's value, or no key)
@@ -214,7 +215,7 @@ def apply_changes(dsn_properties: Mapping[str, str], tables: Iterable[Table] = T
 
 
 def _execute(dsn_properties: Mapping[str, str], statements: Sequence[str]) -> None:
-    with contextlib.closing(dbz._connect(dsn_properties)) as conn, conn.cursor() as cur:
+    with contextlib.closing(dbz.connect(dsn_properties)) as conn, conn.cursor() as cur:
         for statement in statements:
             try:
                 cur.execute(statement)
@@ -250,10 +251,10 @@ def run_debezium_to_file(dsn_properties: Mapping[str, str], work_dir: Path, sett
     # As a Debezium user must for a table captured through its partitioned root: a publication that publishes
     # via the root (Debezium's filtered mode then sets its tables and keeps that).
     names = sql.SQL(", ").join(sql.Identifier(*name.split(".")) for t in captured for name in t.include)
-    with contextlib.closing(dbz._connect(dsn_properties)) as conn, conn.cursor() as cur:
+    with contextlib.closing(dbz.connect(dsn_properties)) as conn, conn.cursor() as cur:
         cur.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
             sql.Identifier(slot), names))
-    server = dbz.DebeziumServer(work_dir, properties, version=dbz.FORMAT_VERSION)
+    server = dbz.DebeziumServer(work_dir, properties, version=FORMAT_VERSION)
     server.start()
     deadline = time.monotonic() + timeout_s
     try:
@@ -261,7 +262,7 @@ def run_debezium_to_file(dsn_properties: Mapping[str, str], work_dir: Path, sett
             while not done():
                 server.check_alive()
                 if time.monotonic() > deadline:
-                    raise dbz.DebeziumServerError(f"Debezium 2.5.2: {what} within {timeout_s:.0f}s; log "
+                    raise DebeziumServerError(f"Debezium 2.5.2: {what} within {timeout_s:.0f}s; log "
                                                   f"{server.log_path}:\n{server.log_tail()}")
                 time.sleep(0.1)
 
