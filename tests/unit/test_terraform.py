@@ -108,7 +108,7 @@ def test_taggable_resources_get_the_tags(folder: Path) -> None:
     untaggable = ("aws_s3_bucket_", "aws_kms_alias", "aws_iam_role_policy", "aws_route_table_association",
                   "aws_msk_configuration", "aws_sns_topic_subscription", "aws_iam_role_policy_attachment",
                   "azurerm_eventhub", "kubernetes_", "helm_release", "aws_cloudwatch_log_metric_filter",
-                  "aws_cloudwatch_dashboard")
+                  "aws_cloudwatch_dashboard", "aws_ecr_repository_policy", "aws_ecr_lifecycle_policy")
     for block in _blocks(folder, "resource"):
         for kind, instances in block.items():
             if kind.startswith(untaggable) and kind != "azurerm_eventhub_namespace":
@@ -139,7 +139,7 @@ def test_job_config_validates_and_its_output_is_a_valid_cdckit_configuration(tmp
                  "database_hostname": "db.internal", "database_port": 5432, "database_names": ["orders"],
                  "database_secret_arn": "arn:aws:secretsmanager:region:123456789012:secret:cdckit",
                  "table_include_list": ["public\\.orders"], "checkpoint_uri": "s3://bucket/checkpoints",
-                 "delta_uri": "s3://bucket/delta", "kafka_bootstrap_servers": "b-1.msk:9098"}
+                 "delta_uri": "s3://bucket/delta", "kafka_bootstrap_servers": "b-1.msk:9098", "kafka_broker_count": 2}
     (work / "terraform.tfvars.json").write_text(json.dumps(variables))
     applied = terraform.apply(auto_approve=True)
     assert applied.retcode == 0, applied.error
@@ -147,6 +147,7 @@ def test_job_config_validates_and_its_output_is_a_valid_cdckit_configuration(tmp
     secret = variables["database_secret_arn"]
     assert connector["database.password"] == f"${{secret:{secret}:password}}"
     assert connector["kafka.sasl.mechanism"] == "AWS_MSK_IAM"
+    assert connector["topic.creation.default.replication.factor"] == "2"  # dev's two brokers take two copies
     secretless = {**connector, "database.user": "cdckit", "database.password": "not-used"}
     config = validate(secretless)
     assert config.str("cdckit.checkpoint.location") == "s3://bucket/checkpoints/orders"

@@ -21,7 +21,7 @@ module "network" {
   vpc_cidr_block      = var.vpc_cidr_block
   private_subnet_ids  = var.private_subnet_ids
   zone_count          = var.zone_count
-  flow_log_bucket_arn = module.storage.bucket_arn
+  flow_log_bucket_arn = module.storage.log_bucket_arn
   tags                = local.tags
 }
 
@@ -44,6 +44,14 @@ module "kafka" {
   broker_count             = var.kafka_broker_count
   instance_type            = var.kafka_instance_type
   tags                     = local.tags
+}
+
+module "registry" {
+  source       = "../modules/registry"
+  name         = local.name
+  kms_key_arn  = module.storage.kms_key_arn
+  force_delete = !var.production
+  tags         = local.tags
 }
 
 module "spark" {
@@ -110,6 +118,7 @@ module "job_config" {
   database_secret_arn     = module.secrets.database_secret_arn
   table_include_list      = var.table_include_list
   kafka_bootstrap_servers = module.kafka.bootstrap_servers
+  kafka_broker_count      = var.kafka_broker_count
   checkpoint_uri          = module.storage.checkpoint_uri
   delta_uri               = module.storage.delta_uri
   metrics_namespace       = var.metrics_namespace

@@ -32,3 +32,8 @@ output "database_secret_arn" {
   description = "Put the database user and password here: aws secretsmanager put-secret-value --secret-id <arn>."
   value       = module.secrets.database_secret_arn
 }
+
+output "job_image_repository_url" {
+  description = "The job image's ECR repository: make deploy JOB_IMAGE=<this>:<tag> pushes there."
+  value       = module.registry.repository_url
+}

@@ -11,13 +11,14 @@ locals {
     "slot.name"       = var.slot_name
   }
   kafka = var.kafka_bootstrap_servers == null ? {} : {
-    "cdckit.sink"                               = "kafka"
-    "kafka.bootstrap.servers"                   = var.kafka_bootstrap_servers
-    "kafka.security.protocol"                   = "SASL_SSL"
-    "kafka.sasl.mechanism"                      = "AWS_MSK_IAM"
-    "kafka.sasl.jaas.config"                    = "software.amazon.msk.auth.iam.IAMLoginModule required;"
-    "kafka.sasl.client.callback.handler.class"  = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
-    "topic.creation.default.replication.factor" = "3"
+    "cdckit.sink"                              = "kafka"
+    "kafka.bootstrap.servers"                  = var.kafka_bootstrap_servers
+    "kafka.security.protocol"                  = "SASL_SSL"
+    "kafka.sasl.mechanism"                     = "AWS_MSK_IAM"
+    "kafka.sasl.jaas.config"                   = "software.amazon.msk.auth.iam.IAMLoginModule required;"
+    "kafka.sasl.client.callback.handler.class" = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+    # as many copies as the cluster has brokers, up to 3: a 2-broker dev cluster refuses a factor of 3
+    "topic.creation.default.replication.factor" = tostring(min(3, var.kafka_broker_count))
   }
   connector = merge(local.source, {
     "name"                       = var.name

@@ -54,6 +54,12 @@ variable "kafka_bootstrap_servers" {
   default     = null
 }
 
+variable "kafka_broker_count" {
+  description = "Brokers of the Kafka cluster: topics get min(3, this) replicas."
+  type        = number
+  default     = 3
+}
+
 variable "checkpoint_uri" {
   description = "S3 prefix of the checkpoints (storage module)."
   type        = string

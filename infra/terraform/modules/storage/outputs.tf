@@ -27,3 +27,8 @@ output "delta_uri" {
   description = "cdckit.delta.path of the Delta sink."
   value       = "s3://${aws_s3_bucket.this.id}/delta"
 }
+
+output "log_bucket_arn" {
+  description = "The log bucket (S3 access logs, VPC flow logs), encrypted with SSE-S3."
+  value       = aws_s3_bucket.logs.arn
+}

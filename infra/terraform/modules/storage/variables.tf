@@ -26,6 +26,12 @@ variable "noncurrent_version_days" {
   default     = 30
 }
 
+variable "log_days" {
+  description = "How long the log bucket keeps S3 access logs and VPC flow logs."
+  type        = number
+  default     = 90
+}
+
 variable "tags" {
   description = "Tags for every resource."
   type        = map(string)
