@@ -100,9 +100,9 @@ infra-check: $(STAMP) $(CHECKOV_STAMP)  ## terraform fmt/validate, structure and
 ENV ?= dev
 RUNTIME ?= emr
 JOB_IMAGE ?=
-DEPLOY_FLAGS = --env $(ENV) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run)
+DEPLOY_FLAGS = --env $(ENV) $(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(AUTO_APPROVE)),--yes)
 
-deploy: $(STAMP)  ## terraform apply, image, artefacts, job configuration, job runs (ENV=dev|prod RUNTIME=emr|eks DRY_RUN=1)
+deploy: $(STAMP)  ## image, terraform apply, artefacts, job configuration, job runs; a second run upgrades the stream (ENV=dev|prod RUNTIME=emr|eks DRY_RUN=1 AUTO_APPROVE=1)
 	$(BIN)/python -m cdckit.deploy deploy $(DEPLOY_FLAGS) --runtime $(RUNTIME) --image '$(JOB_IMAGE)'
 
 plan: $(STAMP)  ## terraform plan of ENV

