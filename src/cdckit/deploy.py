@@ -369,9 +369,15 @@ class Deployment:
 
     def spark_applications(self, outputs: Mapping[str, Any], uris: Mapping[str, str], image: str
                            ) -> list[dict[str, Any]]:
-        """One Spark operator SparkApplication per job (Kubernetes runtime)."""
+        """One Spark operator SparkApplication per job (Kubernetes runtime). The driver and the executors run as the
+        jobs' service account (IRSA: the jobs' role, for S3 and MSK). The stream is restarted whenever it ends
+        (``Always``: the operator retries ``OnFailure`` only while ``onFailureRetries`` lasts, and not at all
+        without it), a minute apart; the snapshot never (a failed one resumes at the next deploy). Apache Spark has
+        no ``s3://`` file system: it is S3A there, with the web identity token the service account mounts."""
+        account = outputs.get("service_account", "cdckit-jobs")
         manifests = []
         for job in JOBS:
+            conf = {**S3A_ON_KUBERNETES, **delta_conf(outputs)}
             manifests.append({
                 "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
                 "metadata": {"name": f"cdckit-{self.env}-{job}", "namespace": outputs.get("namespace", "cdckit"),
@@ -380,12 +386,12 @@ class Deployment:
                     "type": "Python", "pythonVersion": "3", "mode": "cluster", "image": image,
                     "mainApplicationFile": f"local:///opt/cdckit/jobs/{job}.py",
                     "arguments": [uris["connector"]], "sparkVersion": versions.TARGET_SPARK,
-                    "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3} if job == "stream"
+                    "restartPolicy": {"type": "Always", "onFailureRetryInterval": 60,
+                                      "onSubmissionFailureRetryInterval": 30} if job == "stream"
                     else {"type": "Never"},
-                    **({"sparkConf": delta_conf(outputs)} if delta_conf(outputs) else {}),
-                    "driver": {"cores": 1, "memory": "2g",
-                               "serviceAccount": outputs.get("service_account", "cdckit-jobs")},
-                    "executor": {"cores": 2, "instances": 2, "memory": "4g"},
+                    "sparkConf": conf,
+                    "driver": {"cores": 1, "memory": "2g", "serviceAccount": account},
+                    "executor": {"cores": 2, "instances": 2, "memory": "4g", "serviceAccount": account},
                 },
             })
         return manifests
@@ -420,6 +426,14 @@ def list_runs(emr: Any, application_id: str, name: str) -> list[dict[str, Any]]:
 def active_runs(emr: Any, application_id: str, name: str) -> list[dict[str, Any]]:
     return [run for run in list_runs(emr, application_id, name) if run["state"] in ACTIVE_STATES]
 
+
+# Apache Spark's image reads s3:// through S3A (EMR's own s3:// is EMRFS, which only EMR has), with the credentials of
+# the pod's service account (IRSA's web identity token), through the AWS SDK v2 hadoop-aws 3.4 uses.
+S3A_ON_KUBERNETES = {
+    "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    "spark.hadoop.fs.s3a.aws.credentials.provider":
+        "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+}
 
 # Where EMR's images keep the Delta release of their runtime.
 EMR_DELTA_JARS = "/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar"

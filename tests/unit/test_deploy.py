@@ -279,7 +279,32 @@ def test_kubernetes_runtime_writes_one_spark_application_per_job(capsys: pytest.
     assert stream["mainApplicationFile"] == "local:///opt/cdckit/jobs/stream.py"
     assert stream["arguments"] == ["s3://kit/artifacts/connector.json"]
     assert stream["driver"]["serviceAccount"] == "cdckit-jobs" and stream["image"] == "cdckit-job:0.1.0"
-    assert stream["restartPolicy"]["type"] == "OnFailure" and manifests[0]["spec"]["restartPolicy"]["type"] == "Never"
+    assert stream["executor"]["serviceAccount"] == "cdckit-jobs"  # executors read and write S3 too
+    # the operator retries OnFailure only while onFailureRetries lasts (none: never); a stream runs for months
+    assert stream["restartPolicy"]["type"] == "Always" and manifests[0]["spec"]["restartPolicy"]["type"] == "Never"
+    assert stream["sparkConf"]["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def test_spark_applications_are_valid_against_the_operators_crd() -> None:
+    """The manifests against the SparkApplication CRD of the operator's chart (2.5.2), as the API server checks
+    them; a manifest with a field the CRD does not know, or a wrong type, is refused the same way."""
+    import jsonschema
+    import yaml
+
+    crd = yaml.safe_load((ROOT / "tests" / "fixtures" / "spark-operator" /
+                          "sparkoperator.k8s.io_sparkapplications.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    schema = version["schema"]["openAPIV3Schema"]
+    deployment = Deployment("prod", runtime="eks", dry_run=True)
+    for connector in ({"cdckit.sink": "kafka"}, {"cdckit.sink": "delta", "cdckit.delta.path": "s3://kit/delta"}):
+        for manifest in deployment.spark_applications({"namespace": "cdckit", "connector": connector},
+                                                      {"connector": "s3://kit/artifacts/connector.json"},
+                                                      "123456789012.dkr.ecr.eu-west-1.amazonaws.com/cdckit/job:1"):
+            jsonschema.validate(manifest, schema)
+    broken = deployment.spark_applications({}, {"connector": "s3://c"}, "i")[1]
+    broken["spec"]["restartPolicy"]["type"] = "Forever"
+    with pytest.raises(jsonschema.ValidationError, match="'Forever' is not one of"):
+        jsonschema.validate(broken, schema)
 
 
 def test_a_connector_writing_to_delta_gets_delta_in_both_runtimes() -> None:
@@ -292,11 +317,13 @@ def test_a_connector_writing_to_delta_gets_delta_in_both_runtimes() -> None:
     assert "--conf spark.jars=/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar" \
         in parameters
     spec = deployment.spark_applications(outputs, uris, "cdckit-job:0.1.0")[1]["spec"]
-    assert spec["sparkConf"] == {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-                                 "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+    assert {key: spec["sparkConf"][key] for key in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")} == {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
     kafka = {**outputs, "connector": {"cdckit.sink": "kafka"}}
     assert "delta" not in deployment.job_runs(kafka, uris)[0]["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"]
-    assert "sparkConf" not in deployment.spark_applications(kafka, uris, "i")[0]["spec"]
+    assert not [key for key in deployment.spark_applications(kafka, uris, "i")[0]["spec"]["sparkConf"]
+                if "delta" in key.lower() or key == "spark.sql.extensions"]
 
 
 def test_unknown_environment_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
