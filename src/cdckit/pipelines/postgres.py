@@ -385,21 +385,6 @@ def source_status(config: Config, snapshot: dict[str, Any] | None,
             "estimated_rows": estimates}
 
 
-def _postgres_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
-    """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
-    estimates = {}
-    with conn.cursor() as cur:
-        for name in tables:
-            schema, _, table = str(name).partition(".")
-            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
-                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
-            row = cur.fetchone()
-            if row is not None:
-                estimates[str(name)] = int(row[0])
-    conn.commit()
-    return estimates
-
-
 def _table_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
     """The planner's row estimate of each table the snapshot state names (what a snapshot's progress is against)."""
     estimates = {}
