@@ -108,7 +108,8 @@ def test_taggable_resources_get_the_tags(folder: Path) -> None:
     untaggable = ("aws_s3_bucket_", "aws_kms_alias", "aws_iam_role_policy", "aws_route_table_association",
                   "aws_msk_configuration", "aws_sns_topic_subscription", "aws_iam_role_policy_attachment",
                   "azurerm_eventhub", "kubernetes_", "helm_release", "aws_cloudwatch_log_metric_filter",
-                  "aws_cloudwatch_dashboard", "aws_ecr_repository_policy", "aws_ecr_lifecycle_policy")
+                  "aws_cloudwatch_dashboard", "aws_ecr_repository_policy", "aws_ecr_lifecycle_policy",
+                  "aws_cloudwatch_event_target", "aws_sns_topic_policy")
     for block in _blocks(folder, "resource"):
         for kind, instances in block.items():
             if kind.startswith(untaggable) and kind != "azurerm_eventhub_namespace":

@@ -12,36 +12,52 @@ resource "aws_sns_topic_subscription" "email" {
   endpoint  = each.value
 }
 
-resource "aws_cloudwatch_metric_alarm" "failed_jobs" {
-  alarm_name          = "${var.name}-cdckit-failed-jobs"
-  alarm_description   = "A cdckit job run failed on EMR Serverless: see the job's driver log."
-  namespace           = "AWS/EMRServerless"
-  metric_name         = "FailedJobs"
-  dimensions          = { ApplicationId = var.application_id }
-  statistic           = "Sum"
-  period              = 300
-  evaluation_periods  = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = [aws_sns_topic.alarms.arn]
-  tags                = var.tags
+# A job run that failed or was cancelled, from EMR Serverless's own job run state change events. From release 7.10 on,
+# EMR Serverless no longer updates its metrics by ApplicationId alone (AWS: "Monitoring EMR Serverless applications
+# and jobs"), so alarms on them would never see data; the events come for every run, by application. A cancelled run
+# is reported too: EMR cancels a run that times out, and make deploy cancels the stream to upgrade it.
+resource "aws_cloudwatch_event_rule" "job_run_ended" {
+  name        = "${var.name}-cdckit-job-run-ended"
+  description = "A cdckit job run failed or was cancelled on EMR Serverless: see its driver log; make deploy starts the stream again."
+  event_pattern = jsonencode({
+    source        = ["aws.emr-serverless"]
+    "detail-type" = ["EMR Serverless Job Run State Change"]
+    detail = {
+      applicationId = [var.application_id]
+      state         = ["FAILED", "CANCELLED"]
+    }
+  })
+  tags = var.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "stream_stopped" {
-  alarm_name          = "${var.name}-cdckit-stream-not-running"
-  alarm_description   = "No cdckit job is running: the stream stopped, so the source keeps its log and consumers fall behind."
-  namespace           = "AWS/EMRServerless"
-  metric_name         = "RunningJobs"
-  dimensions          = { ApplicationId = var.application_id }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 3
-  threshold           = 1
-  comparison_operator = "LessThanThreshold"
-  treat_missing_data  = "breaching"
-  alarm_actions       = [aws_sns_topic.alarms.arn]
-  tags                = var.tags
+resource "aws_cloudwatch_event_target" "job_run_ended" {
+  rule = aws_cloudwatch_event_rule.job_run_ended.name
+  arn  = aws_sns_topic.alarms.arn
+}
+
+# Who may publish to the topic: CloudWatch's alarms and EventBridge's rule, for this account only.
+data "aws_caller_identity" "current" {}
+
+data "aws_iam_policy_document" "alarms" {
+  statement {
+    sid       = "AlarmsAndEventsOfThisAccountPublish"
+    actions   = ["sns:Publish"]
+    resources = [aws_sns_topic.alarms.arn]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com", "events.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [data.aws_caller_identity.current.account_id]
+    }
+  }
+}
+
+resource "aws_sns_topic_policy" "alarms" {
+  arn    = aws_sns_topic.alarms.arn
+  policy = data.aws_iam_policy_document.alarms.json
 }
 
 resource "aws_cloudwatch_metric_alarm" "slot_lag" {
@@ -101,6 +117,26 @@ resource "aws_cloudwatch_metric_alarm" "lag" {
   threshold           = var.max_lag_seconds * 1000
   comparison_operator = "GreaterThanThreshold"
   treat_missing_data  = "breaching" # a running stream reports at least every 10 s, idle or not
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+  tags                = var.tags
+}
+
+# The stream reports its metrics at least every 10 s while it runs, idle or not: none for 15 min means no stream
+# runs (a snapshot running meanwhile does not hide it, as an application-wide count of running jobs would).
+resource "aws_cloudwatch_metric_alarm" "stream_not_running" {
+  for_each            = local.streaming
+  alarm_name          = "${var.name}-cdckit-stream-not-running-${each.key}"
+  alarm_description   = "No cdckit stream has reported on ${each.key} for 15 minutes: it stopped, so the source keeps its log and consumers fall behind. make deploy starts it again from its checkpoint."
+  namespace           = var.metrics_namespace
+  metric_name         = "MilliSecondsBehindSource"
+  dimensions          = each.value
+  statistic           = "SampleCount"
+  period              = 300
+  evaluation_periods  = 3
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
   alarm_actions       = [aws_sns_topic.alarms.arn]
   ok_actions          = [aws_sns_topic.alarms.arn]
   tags                = var.tags

@@ -46,12 +46,12 @@ data "aws_iam_policy_document" "key" {
     }
   }
   statement {
-    sid       = "CloudWatchAlarmsPublishToTheEncryptedTopic"
+    sid       = "AlarmsAndEventsPublishToTheEncryptedTopic"
     actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
     resources = ["*"]
     principals {
       type        = "Service"
-      identifiers = ["cloudwatch.amazonaws.com"]
+      identifiers = ["cloudwatch.amazonaws.com", "events.amazonaws.com"]
     }
     condition {
       test     = "StringEquals"
