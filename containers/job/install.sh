@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Install steps of the cdckit job image; each runs alone, in the Dockerfile and in the test suite.
 #
-#   install.sh system-packages <msodbcsql18 version>   Microsoft ODBC Driver 18 + unixODBC (Debian/Ubuntu, as root)
-#   install.sh python <wheel folder>                   cdckit and its extras from the wheel in the folder, over
-#                                                     the image's own PySpark (it installs none)
+#   install.sh system-packages <msodbcsql18 version>   Microsoft ODBC Driver 18 + unixODBC, as root: with apt on
+#                                                     Debian and Ubuntu (Apache's image), with dnf from
+#                                                     Microsoft's RHEL 9 repository on Amazon Linux 2023 (EMR's)
+#   install.sh python <wheel folder>                   cdckit and its run-time extras (sqlserver, aws) from the
+#                                                     wheel in the folder, over the image's own PySpark (it
+#                                                     installs none)
 #   install.sh jars <folder> <spark> <aws-msk-iam-auth> <hadoop-aws>
 #                                                     Spark's Kafka connector for that Spark release, MSK IAM
 #                                                     auth and S3A jars, and Delta Lake's unless the image has
-#                                                     its own (EMR's, in $EMR_DELTA_LIB)
+#                                                     its own (EMR's, in $EMR_DELTA_LIB); Maven only while it
+#                                                     fetches them, when the image has none
+#
+# OS_RELEASE (default /etc/os-release) and YUM_REPOS_DIR (default /etc/yum.repos.d) name where the system is
+# described and where dnf's repositories go.
 set -euo pipefail
 
 step="${1:?usage: install.sh system-packages|python|jars ...}"
@@ -24,6 +31,19 @@ image_spark() {
   fi
 }
 
+# The system's family from os-release: "debian" (Debian, Ubuntu) or "rhel" (Amazon Linux 2023, RHEL and its kin).
+os_family() {
+  local ID="" ID_LIKE=""
+  # shellcheck disable=SC1090
+  . "${OS_RELEASE:-/etc/os-release}"
+  case " $ID $ID_LIKE " in
+    *" debian "*|*" ubuntu "*) echo debian ;;
+    *" amzn "*|*" rhel "*|*" fedora "*|*" centos "*) echo rhel ;;
+    *) echo "install.sh: no install path for $ID ($ID_LIKE): Debian, Ubuntu and Amazon Linux 2023 have one" >&2
+       return 2 ;;
+  esac
+}
+
 # The version of a pip-installed pyspark, empty when there is none (Spark's own images keep PySpark under
 # $SPARK_HOME/python, not as a pip distribution).
 pip_pyspark() {
@@ -33,16 +53,26 @@ pip_pyspark() {
 case "$step" in
   system-packages)
     version="${1:?msodbcsql18 version}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends curl gnupg ca-certificates unixodbc maven
-    . /etc/os-release
-    curl -fsSL https://packages.microsoft.com/keys/microsoft.asc | gpg --dearmor -o /usr/share/keyrings/microsoft-prod.gpg
-    echo "deb [signed-by=/usr/share/keyrings/microsoft-prod.gpg] https://packages.microsoft.com/${ID}/${VERSION_ID}/prod ${VERSION_CODENAME} main" \
-      > /etc/apt/sources.list.d/mssql-release.list
-    apt-get update
-    ACCEPT_EULA=Y apt-get install -y --no-install-recommends "msodbcsql18=${version}"
-    rm -rf /var/lib/apt/lists/*
+    family="$(os_family)"
+    if [ "$family" = debian ]; then
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update
+      apt-get install -y --no-install-recommends curl gnupg ca-certificates unixodbc
+      . "${OS_RELEASE:-/etc/os-release}"
+      curl -fsSL https://packages.microsoft.com/keys/microsoft.asc | gpg --dearmor -o /usr/share/keyrings/microsoft-prod.gpg
+      echo "deb [signed-by=/usr/share/keyrings/microsoft-prod.gpg] https://packages.microsoft.com/${ID}/${VERSION_ID}/prod ${VERSION_CODENAME} main" \
+        > /etc/apt/sources.list.d/mssql-release.list
+      apt-get update
+      ACCEPT_EULA=Y apt-get install -y --no-install-recommends "msodbcsql18=${version}"
+      rm -rf /var/lib/apt/lists/*
+    else
+      # Amazon Linux 2023 is RHEL 9's kin for Microsoft's packages: its repository file, its signing key, the
+      # driver's RPM of the same version as the Debian package (18.5.1.1-1)
+      dnf install -y unixODBC
+      curl -fsSL https://packages.microsoft.com/config/rhel/9/prod.repo -o "${YUM_REPOS_DIR:-/etc/yum.repos.d}/mssql-release.repo"
+      ACCEPT_EULA=Y dnf install -y "msodbcsql18-${version}"
+      dnf clean all
+    fi
     ;;
   python)
     folder="${1:?wheel folder}"
@@ -51,7 +81,7 @@ case "$step" in
     # The system Python is the one Spark runs (PYSPARK_PYTHON=python3) and the image has no other use, so cdckit
     # goes into it, not a virtualenv; Ubuntu 24.04 and later refuse that (PEP 668) unless told. Older pips
     # ignore the variable.
-    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir "${wheel}[sqlserver,aws,quality]"
+    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir "${wheel}[sqlserver,aws]"
     after="$(pip_pyspark)" spark="$(image_spark)"
     if [ "$after" != "$before" ]; then
       echo "install.sh: installing cdckit changed the pip-installed pyspark from ${before:-none} to" \
@@ -80,8 +110,23 @@ case "$step" in
     if compgen -G "${EMR_DELTA_LIB:-/usr/share/aws/delta/lib}/delta-spark*.jar" >/dev/null; then
       delta=(--no-delta)
     fi
+    # Maven resolves the jars once; an image without it gets it for this step only
+    maven=""
+    if ! command -v mvn >/dev/null; then
+      maven="$(os_family)"
+      if [ "$maven" = debian ]; then
+        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends maven
+      else
+        dnf install -y maven
+      fi
+    fi
     python3 -m cdckit.artifacts spark-jars "$target" --spark "$spark_version" --msk-iam-auth "$msk" \
       --hadoop-aws "$hadoop" "${delta[@]}"
+    if [ "$maven" = debian ]; then
+      apt-get purge -y --auto-remove maven && rm -rf /var/lib/apt/lists/*
+    elif [ "$maven" = rhel ]; then
+      dnf remove -y maven && dnf clean all
+    fi
     ;;
   *)
     echo "install.sh: unknown step $step (system-packages, python, jars)" >&2

@@ -44,7 +44,8 @@ from cdckit.errors import CdcKitError
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ("snapshot", "stream")
-REGISTRY_TARGET = "module.cdckit.module.registry"  # the ECR repository, applied before the image is pushed
+REGISTRY_TARGET = "module.cdckit.module.registry"
+IMAGE_PLATFORM = "linux/amd64"  # the ECR repository, applied before the image is pushed
 # Job run states from submission until the run ends (EMR Serverless's JobRunSummary states).
 ACTIVE_STATES = ("SUBMITTED", "QUEUED", "PENDING", "SCHEDULED", "RUNNING", "CANCELLING")
 ENDED_STATES = ("SUCCESS", "FAILED", "CANCELLED")
@@ -184,7 +185,8 @@ class Deployment:
         if not uri:
             self.say("no job image given (JOB_IMAGE): the environment's job_image_uri is used as it is")
             return
-        arguments = ["-f", "containers/job/Dockerfile", "-t", uri]
+        # the application's architecture (modules/spark: X86_64), whatever machine builds the image
+        arguments = ["--platform", IMAGE_PLATFORM, "-f", "containers/job/Dockerfile", "-t", uri]
         if self.runtime == "emr":
             arguments += ["--build-arg", f"BASE_IMAGE={versions.EMR_SERVERLESS_IMAGE_BASE}",
                           "--build-arg", "RUN_AS_USER=hadoop"]

@@ -88,3 +88,54 @@ def test_the_jars_step_does_not_import_pyspark() -> None:
 def test_an_unknown_step_is_refused() -> None:
     result = _run("everything")
     assert result.returncode == 2 and "unknown step everything" in result.stderr
+
+
+def _fake_commands(tmp_path: Path, *names: str) -> tuple[Path, Path]:
+    """Stand-ins for the package tools that record how they were called (with ACCEPT_EULA) instead of installing."""
+    folder, log = tmp_path / "bin", tmp_path / "calls.log"
+    folder.mkdir()
+    for name in names:
+        command = folder / name
+        command.write_text(f'#!/bin/sh\necho "${{ACCEPT_EULA:+ACCEPT_EULA=$ACCEPT_EULA }}{name} $*" >> {log}\n')
+        command.chmod(0o755)
+    return folder, log
+
+
+def test_system_packages_on_amazon_linux_2023_take_microsofts_rhel_9_repository(tmp_path: Path) -> None:
+    # EMR's images are Amazon Linux 2023: dnf, not apt; its /etc/os-release says ID="amzn" ID_LIKE="fedora"
+    release = tmp_path / "os-release"
+    release.write_text('NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n')
+    fakes, log = _fake_commands(tmp_path, "dnf", "curl", "apt-get")
+    repos = tmp_path / "yum.repos.d"
+    env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", "OS_RELEASE": str(release),
+           "YUM_REPOS_DIR": str(repos)}
+    result = subprocess.run(["bash", str(SCRIPT), "system-packages", "18.5.1.1-1"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().splitlines() == [
+        "dnf install -y unixODBC",
+        f"curl -fsSL https://packages.microsoft.com/config/rhel/9/prod.repo -o {repos}/mssql-release.repo",
+        "ACCEPT_EULA=Y dnf install -y msodbcsql18-18.5.1.1-1",
+        "dnf clean all"]
+
+
+def test_system_packages_refuse_a_system_without_an_install_path(tmp_path: Path) -> None:
+    release = tmp_path / "os-release"
+    release.write_text('ID="alpine"\nVERSION_ID="3.20"\n')
+    fakes, log = _fake_commands(tmp_path, "dnf", "curl", "apt-get")
+    env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", "OS_RELEASE": str(release)}
+    result = subprocess.run(["bash", str(SCRIPT), "system-packages", "18.5.1.1-1"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.returncode == 2
+    assert "no install path for alpine" in result.stderr and not log.exists()
+
+
+def test_the_images_install_steps_keep_build_tools_and_the_quality_stack_out() -> None:
+    script = SCRIPT.read_text()
+    # Maven comes and goes within the jars step; the run-time extras only
+    assert "apt-get purge -y --auto-remove maven" in script and "dnf remove -y maven" in script
+    assert '"${wheel}[sqlserver,aws]"' in script and "quality" not in script.split("python)", 1)[1].split(";;")[0]
+    dockerfile = (ROOT / "containers" / "job" / "Dockerfile").read_text()
+    assert "WORKDIR" not in dockerfile  # the base image's own, as AWS's image validation expects
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ignored[1] == "*" and set(ignored[2:]) == {"!containers/job/install.sh", "!dist/*.whl", "!jobs/*.py"}

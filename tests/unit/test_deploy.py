@@ -266,6 +266,7 @@ def test_dry_run_prints_every_step_in_order_and_calls_nothing(capsys: pytest.Cap
     assert lines[10].startswith("if cdckit-prod-stream runs: emr-serverless cancel_job_run")
     build = next(line for line in lines if line.startswith("docker build "))
     assert "BASE_IMAGE=public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0:" in build and "RUN_AS_USER=hadoop" in build
+    assert "--platform linux/amd64" in build  # an ARM laptop builds the image EMR's X86_64 workers run
     assert "cdckit-prod-snapshot on <application> (BATCH)" in lines[-2]
     assert "cdckit-prod-stream on <application> (STREAMING)" in lines[-1]
 
