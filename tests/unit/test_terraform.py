@@ -182,3 +182,45 @@ def test_checkov_finds_no_failed_check(tmp_path: Path) -> None:
               for report in reports for c in report["results"]["failed_checks"]]
     assert not failed, "\n".join(failed)
     assert sum(r["summary"]["passed"] for r in reports) >= 100
+
+
+@pytest.mark.parametrize("provider", ["aws", "kubernetes", "helm", "azurerm"])
+def test_every_resource_argument_is_one_its_provider_has(provider: str) -> None:
+    """Every argument and nested block of every resource and data source, against the schema of the newest provider
+    release in the modules' range (hashicorp/aws 6.25.0, kubernetes 2.38.0, helm 3.1.1, azurerm 4.55.0) as its CDK
+    for Terraform binding carries it (tests/provider_schemas.py)."""
+    from tests.provider_schemas import config_struct, problems, schema
+
+    package, structs = schema(provider)
+    found: list[str] = []
+    checked = 0
+    for path in sorted(INFRA.rglob("*.tf")):
+        if ".terraform" in path.parts:
+            continue
+        document = _load(path)
+        for kind_key, data in (("resource", False), ("data", True)):
+            for block in document.get(kind_key, []):
+                for kind, instances in block.items():
+                    kind = kind.strip('"')
+                    if not kind.startswith(f"{provider}_"):
+                        continue
+                    struct = config_struct(package, kind, data, structs)
+                    assert struct, f"{path.relative_to(INFRA)}: {kind} is not a {kind_key} of hashicorp/{provider}"
+                    for name, body in instances.items():
+                        checked += 1
+                        found += problems(body, struct, structs, f"{path.relative_to(INFRA)}: {kind}.{name}")
+    assert checked and not found, "\n".join(found)
+
+
+def test_the_provider_schema_check_tells_wrong_arguments_and_blocks() -> None:
+    from tests.provider_schemas import config_struct, problems, schema
+
+    package, structs = schema("aws")
+    repository = config_struct(package, "aws_ecr_repository", False, structs)
+    assert repository is not None and config_struct(package, "aws_ecr_repositori", False, structs) is None
+    assert problems({"name": "r", "image_tag_mutable": "YES", "image_scanning": [{}],
+                     "encryption_configuration": [{"encryption_type": "KMS", "kms_key_id": "k"}]},
+                    repository, structs, "r") == [
+        "r: image_tag_mutable is not an argument of EcrRepositoryConfig",
+        "r: image_scanning is not an argument of EcrRepositoryConfig",
+        "r.encryption_configuration: kms_key_id is not an argument of EcrRepositoryEncryptionConfiguration"]
