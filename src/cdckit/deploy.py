@@ -109,6 +109,11 @@ class Deployment:
         if not self.env_dir.is_dir():
             raise DeployError(f"no environment {self.env!r}: {self.env_dir} does not exist (use dev or prod)")
         backend = self.env_dir / "backend.hcl"
+        if not backend.exists() and not self.dry_run:
+            # the environments keep their state in S3 (backend.tf): without its settings, plan and apply would stop
+            # at "Backend initialization required"
+            raise DeployError(f"{backend} is missing: copy backend.hcl.example beside it and name the state bucket "
+                              f"(the environment's state is kept in S3)")
         init_args = f"-backend-config={backend.name}" if backend.exists() else "-backend=false"
         if self.step(f"terraform -chdir={self.env_dir} init {init_args}"):
             self._tf("init", **({"backend_config": str(backend)} if backend.exists() else {"backend": False}))

@@ -332,6 +332,14 @@ def test_unknown_environment_is_one_clear_line(capsys: pytest.CaptureFixture[str
     assert "no environment 'staging'" in capsys.readouterr().err
 
 
+def test_plan_without_the_state_backends_settings_says_which_file_to_write(capsys: pytest.CaptureFixture[str]
+                                                                            ) -> None:
+    assert not (ROOT / "infra" / "terraform" / "envs" / "dev" / "backend.hcl").exists()
+    assert main(["plan", "--env", "dev"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "envs/dev/backend.hcl is missing: copy backend.hcl.example" in error
+
+
 def test_job_image_is_pinned_non_root_and_installs_through_the_tested_script() -> None:
     dockerfile = (ROOT / "containers" / "job" / "Dockerfile").read_text()
     images = re.findall(r"^(?:ARG BASE_IMAGE=|FROM )(\S+)", dockerfile, re.MULTILINE)
