@@ -66,17 +66,56 @@ module "spark" {
   tags              = local.tags
 }
 
+# The Kubernetes path (runtime = "eks"): the jobs' pods assume the jobs' role through the cluster's OIDC provider
+# (IRSA), created here or found where eksctl or another stack made it.
+locals {
+  eks         = var.runtime == "eks"
+  oidc_issuer = local.eks ? data.aws_eks_cluster.jobs[0].identity[0].oidc[0].issuer : null
+  oidc_arn = local.eks ? (var.create_eks_oidc_provider ? aws_iam_openid_connect_provider.eks[0].arn :
+  data.aws_iam_openid_connect_provider.eks[0].arn) : null
+}
+
+data "aws_eks_cluster" "jobs" {
+  count = local.eks ? 1 : 0
+  name  = var.eks_cluster_name
+}
+
+resource "aws_iam_openid_connect_provider" "eks" {
+  count          = local.eks && var.create_eks_oidc_provider ? 1 : 0
+  url            = local.oidc_issuer
+  client_id_list = ["sts.amazonaws.com"]
+  tags           = local.tags
+}
+
+data "aws_iam_openid_connect_provider" "eks" {
+  count = local.eks && !var.create_eks_oidc_provider ? 1 : 0
+  url   = local.oidc_issuer
+}
+
 module "iam" {
-  source              = "../modules/iam"
-  name                = local.name
-  bucket_arn          = module.storage.bucket_arn
-  kms_key_arn         = module.storage.kms_key_arn
-  database_secret_arn = module.secrets.database_secret_arn
-  kafka_cluster_arn   = module.kafka.cluster_arn
-  topic_prefix        = var.topic_prefix
-  log_group_arn       = module.spark.log_group_arn
-  metrics_namespace   = var.metrics_namespace
-  tags                = local.tags
+  source                = "../modules/iam"
+  name                  = local.name
+  bucket_arn            = module.storage.bucket_arn
+  kms_key_arn           = module.storage.kms_key_arn
+  database_secret_arn   = module.secrets.database_secret_arn
+  kafka_cluster_arn     = module.kafka.cluster_arn
+  topic_prefix          = var.topic_prefix
+  log_group_arn         = module.spark.log_group_arn
+  metrics_namespace     = var.metrics_namespace
+  eks_oidc_provider_arn = local.oidc_arn
+  eks_oidc_issuer       = local.eks ? trimprefix(local.oidc_issuer, "https://") : null
+  eks_namespace         = var.eks_namespace
+  eks_service_account   = var.eks_service_account
+  tags                  = local.tags
+}
+
+module "spark_eks" {
+  count           = local.eks ? 1 : 0
+  source          = "../modules/spark-eks"
+  namespace       = var.eks_namespace
+  service_account = var.eks_service_account
+  jobs_role_arn   = module.iam.jobs_role_arn
+  labels          = local.tags
 }
 
 module "sqlserver" {

@@ -37,3 +37,13 @@ output "job_image_repository_url" {
   description = "The job image's ECR repository: make deploy JOB_IMAGE=<this>:<tag> pushes there."
   value       = module.registry.repository_url
 }
+
+output "namespace" {
+  description = "Where make deploy RUNTIME=eks applies the SparkApplications (null on EMR Serverless)."
+  value       = try(module.spark_eks[0].namespace, null)
+}
+
+output "service_account" {
+  description = "The service account of the jobs' pods on EKS (null on EMR Serverless)."
+  value       = try(module.spark_eks[0].service_account, null)
+}

@@ -122,3 +122,37 @@ variable "metrics_namespace" {
   type        = string
   default     = "cdckit"
 }
+
+variable "runtime" {
+  description = "Where the jobs run: emr (EMR Serverless) or eks (the Spark operator on an existing EKS cluster, besides)."
+  type        = string
+  default     = "emr"
+  validation {
+    condition     = contains(["emr", "eks"], var.runtime)
+    error_message = "runtime is emr or eks."
+  }
+}
+
+variable "eks_cluster_name" {
+  description = "The EKS cluster the jobs run on (runtime = eks)."
+  type        = string
+  default     = null
+}
+
+variable "create_eks_oidc_provider" {
+  description = "Create the cluster's IAM OIDC provider (false: one exists already, as eksctl makes it)."
+  type        = bool
+  default     = false
+}
+
+variable "eks_namespace" {
+  description = "Namespace of the jobs' SparkApplications on EKS."
+  type        = string
+  default     = "cdckit"
+}
+
+variable "eks_service_account" {
+  description = "Service account the jobs' driver and executor pods run as on EKS (IRSA: the jobs' role)."
+  type        = string
+  default     = "cdckit-jobs"
+}

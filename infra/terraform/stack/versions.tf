@@ -5,5 +5,13 @@ terraform {
       source  = "hashicorp/aws"
       version = ">= 5.60, < 7.0"
     }
+    helm = {
+      source  = "hashicorp/helm"
+      version = ">= 3.0, < 4.0"
+    }
+    kubernetes = {
+      source  = "hashicorp/kubernetes"
+      version = ">= 2.27, < 3.0"
+    }
   }
 }

@@ -15,27 +15,30 @@ locals {
 }
 
 module "cdckit" {
-  source               = "../../stack"
-  environment          = "prod"
-  production           = true
-  tags                 = local.tags
-  zone_count           = 3
-  kafka_broker_count   = 3
-  kafka_instance_type  = "kafka.m7g.large"
-  spark_max_cpu        = "32 vCPU"
-  spark_max_memory     = "128 GB"
-  bucket_name          = var.bucket_name
-  vpc_id               = var.vpc_id
-  vpc_cidr_block       = var.vpc_cidr_block
-  private_subnet_ids   = var.private_subnet_ids
-  job_image_uri        = var.job_image_uri
-  create_sqlserver     = var.create_sqlserver
-  connector            = var.connector
-  database_hostname    = var.database_hostname
-  database_port        = var.database_port
-  database_names       = var.database_names
-  postgres_instance_id = var.postgres_instance_id
-  table_include_list   = var.table_include_list
-  topic_prefix         = var.topic_prefix
-  alarm_emails         = var.alarm_emails
+  source                   = "../../stack"
+  environment              = "prod"
+  production               = true
+  tags                     = local.tags
+  zone_count               = 3
+  kafka_broker_count       = 3
+  kafka_instance_type      = "kafka.m7g.large"
+  spark_max_cpu            = "32 vCPU"
+  spark_max_memory         = "128 GB"
+  bucket_name              = var.bucket_name
+  vpc_id                   = var.vpc_id
+  vpc_cidr_block           = var.vpc_cidr_block
+  private_subnet_ids       = var.private_subnet_ids
+  job_image_uri            = var.job_image_uri
+  create_sqlserver         = var.create_sqlserver
+  connector                = var.connector
+  database_hostname        = var.database_hostname
+  database_port            = var.database_port
+  database_names           = var.database_names
+  postgres_instance_id     = var.postgres_instance_id
+  table_include_list       = var.table_include_list
+  topic_prefix             = var.topic_prefix
+  alarm_emails             = var.alarm_emails
+  runtime                  = var.runtime
+  eks_cluster_name         = var.eks_cluster_name
+  create_eks_oidc_provider = var.create_eks_oidc_provider
 }

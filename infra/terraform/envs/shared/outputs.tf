@@ -38,3 +38,13 @@ output "job_image_repository_url" {
   description = "The job image's ECR repository: make deploy JOB_IMAGE=<this>:<tag> builds and pushes there."
   value       = module.cdckit.job_image_repository_url
 }
+
+output "namespace" {
+  description = "Where make deploy RUNTIME=eks applies the SparkApplications (null on EMR Serverless)."
+  value       = module.cdckit.namespace
+}
+
+output "service_account" {
+  description = "The service account of the jobs' pods on EKS (null on EMR Serverless)."
+  value       = module.cdckit.service_account
+}

@@ -88,3 +88,21 @@ variable "alarm_emails" {
   type        = list(string)
   default     = []
 }
+
+variable "runtime" {
+  description = "Where the jobs run: emr (EMR Serverless) or eks (the Spark operator on an existing EKS cluster)."
+  type        = string
+  default     = "emr"
+}
+
+variable "eks_cluster_name" {
+  description = "The EKS cluster the jobs run on (runtime = eks)."
+  type        = string
+  default     = null
+}
+
+variable "create_eks_oidc_provider" {
+  description = "Create the EKS cluster's IAM OIDC provider for IRSA (false: one exists already)."
+  type        = bool
+  default     = false
+}

@@ -19,6 +19,39 @@ resource "kubernetes_service_account_v1" "jobs" {
   automount_service_account_token = true
 }
 
+# The driver creates, watches and deletes its executors' pods and the service they reach it by (Spark's "Running on
+# Kubernetes", RBAC): a Role in the jobs' namespace, for the jobs' service account only.
+resource "kubernetes_role_v1" "driver" {
+  metadata {
+    name      = "${var.service_account}-driver"
+    namespace = kubernetes_namespace_v1.jobs.metadata[0].name
+    labels    = var.labels
+  }
+  rule {
+    api_groups = [""]
+    resources  = ["pods", "services", "configmaps", "persistentvolumeclaims"]
+    verbs      = ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"]
+  }
+}
+
+resource "kubernetes_role_binding_v1" "driver" {
+  metadata {
+    name      = "${var.service_account}-driver"
+    namespace = kubernetes_namespace_v1.jobs.metadata[0].name
+    labels    = var.labels
+  }
+  role_ref {
+    api_group = "rbac.authorization.k8s.io"
+    kind      = "Role"
+    name      = kubernetes_role_v1.driver.metadata[0].name
+  }
+  subject {
+    kind      = "ServiceAccount"
+    name      = kubernetes_service_account_v1.jobs.metadata[0].name
+    namespace = kubernetes_namespace_v1.jobs.metadata[0].name
+  }
+}
+
 resource "helm_release" "spark_operator" {
   name             = "spark-operator"
   repository       = var.chart_repository

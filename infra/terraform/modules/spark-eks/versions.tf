@@ -3,7 +3,7 @@ terraform {
   required_providers {
     helm = {
       source  = "hashicorp/helm"
-      version = ">= 2.12, < 4.0"
+      version = ">= 3.0, < 4.0"
     }
     kubernetes = {
       source  = "hashicorp/kubernetes"

@@ -1,0 +1,1 @@
+../shared/kubernetes.tf
