@@ -27,6 +27,9 @@ JAVA = "17"
 JOB_IMAGE_BASE = f"apache/spark:{TARGET_SPARK}-scala{SCALA}-java{JAVA}-python3-ubuntu"
 # EMR Serverless takes custom images built on its own image of the application's release (run as user hadoop).
 EMR_SERVERLESS_IMAGE_BASE = f"public.ecr.aws/emr-serverless/spark/{EMR_RELEASE_LABEL}:latest"
+# The Kubeflow Spark operator's Helm chart the Kubernetes path installs (infra/terraform/modules/spark-eks); its
+# SparkApplication CRD is the one the manifests are validated against (tests/fixtures/spark-operator).
+SPARK_OPERATOR_CHART = "2.5.2"
 HADOOP_AWS = "3.4.1"  # the Hadoop release Spark 4.0's distribution is built with
 MSK_IAM_AUTH = "2.3.2"
 

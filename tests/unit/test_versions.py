@@ -180,6 +180,18 @@ def test_the_spark_operators_manifests_say_the_target_spark() -> None:
             f"{manifest['spec']['sparkVersion']}; take versions.TARGET_SPARK ({versions.TARGET_SPARK})")
 
 
+def test_the_spark_operators_chart_is_the_one_whose_crd_the_manifests_are_checked_against() -> None:
+    hcl2 = pytest.importorskip("hcl2")
+    options = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False)
+    with (ROOT / "infra" / "terraform" / "modules" / "spark-eks" / "variables.tf").open() as handle:
+        variables = {name.strip('"'): body for block in hcl2.load(handle, serialization_options=options)["variable"]
+                     for name, body in block.items()}
+    assert variables["chart_version"]["default"] == versions.SPARK_OPERATOR_CHART
+    fixture = (ROOT / "tests" / "fixtures" / "spark-operator" / "README.md").read_text()
+    chart = versions.SPARK_OPERATOR_CHART
+    assert f"version {chart} " in fixture and f"tag v{chart}," in fixture
+
+
 def test_terraform_runs_the_target_emr_release() -> None:
     hcl2 = pytest.importorskip("hcl2")
     options = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False)

@@ -30,7 +30,7 @@ variable "chart_repository" {
 variable "chart_version" {
   description = "Spark operator chart version (pinned). The operator submits with its own spark-submit: Spark 4.0 from chart 2.3 on (the job image runs 4.0.2), Spark 3.5 before."
   type        = string
-  default     = "2.5.1"
+  default     = "2.5.2"
 }
 
 variable "labels" {
