@@ -86,9 +86,6 @@ class Deployment:
                   before_apply: Callable[[], None] | None = None) -> dict[str, Any]:
         """plan / apply / destroy (after ``init``); returns the outputs (name -> value). ``variables``: ``-var`` values
         of the plan; ``before_apply``: run between the plan and the apply (the confirmation, the stream's stop)."""
-        var_file = self.env_dir / "terraform.tfvars"
-        if not var_file.exists() and not self.dry_run:
-            raise DeployError(f"{var_file} is missing: copy terraform.tfvars.example beside it and fill it in")
         if action == "destroy":
             self.confirm("the destruction of every resource of the environment")
             if self.step(f"terraform -chdir={self.env_dir} destroy -auto-approve"):
@@ -114,6 +111,9 @@ class Deployment:
             # at "Backend initialization required"
             raise DeployError(f"{backend} is missing: copy backend.hcl.example beside it and name the state bucket "
                               f"(the environment's state is kept in S3)")
+        var_file = self.env_dir / "terraform.tfvars"
+        if not var_file.exists() and not self.dry_run:
+            raise DeployError(f"{var_file} is missing: copy terraform.tfvars.example beside it and fill it in")
         init_args = f"-backend-config={backend.name}" if backend.exists() else "-backend=false"
         if self.step(f"terraform -chdir={self.env_dir} init {init_args}"):
             self._tf("init", **({"backend_config": str(backend)} if backend.exists() else {"backend": False}))
