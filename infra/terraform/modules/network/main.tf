@@ -94,6 +94,19 @@ resource "aws_route_table" "private" {
   tags = var.tags
 }
 
+# S3 traffic (checkpoints, state, Delta tables: every micro-batch) through a gateway endpoint, which costs nothing,
+# instead of the NAT gateway, which is charged per GB: a stream that runs all month sends a lot.
+data "aws_region" "current" {}
+
+resource "aws_vpc_endpoint" "s3" {
+  count             = local.create ? 1 : 0
+  vpc_id            = aws_vpc.this[0].id
+  service_name      = "com.amazonaws.${data.aws_region.current.name}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = aws_route_table.private[*].id
+  tags              = var.tags
+}
+
 resource "aws_route_table_association" "private" {
   count          = local.create ? var.zone_count : 0
   subnet_id      = aws_subnet.private[count.index].id
