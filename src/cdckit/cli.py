@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -87,6 +88,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace, console: Console) -> int: ...
 
 
+@functools.cache
 def plugin_commands() -> dict[str, Command]:
     """The subcommands installed distributions register under the ``cdckit.commands`` entry point group."""
     found: dict[str, Command] = {}

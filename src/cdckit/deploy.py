@@ -118,14 +118,13 @@ class Deployment:
         if self.step(f"terraform -chdir={self.env_dir} init {init_args}"):
             self._tf("init", **({"backend_config": str(backend)} if backend.exists() else {"backend": False}))
 
-    def registry(self) -> dict[str, Any]:
-        """Apply the job image's ECR repository alone, before the image is pushed to it; its outputs."""
+    def registry(self) -> None:
+        """Apply the job image's ECR repository alone, before the image is pushed to it."""
         if self.step(f"terraform -chdir={self.env_dir} plan -target={REGISTRY_TARGET} -out=registry.tfplan"):
             self._summarize(self._tf("plan", target=[REGISTRY_TARGET], out="registry.tfplan"))
         self.confirm("the job image's ECR repository")
         if self.step(f"terraform -chdir={self.env_dir} apply registry.tfplan"):
             self._tf("apply", plan="registry.tfplan")
-        return self.outputs()
 
     def _summarize(self, messages: Any) -> None:
         """Say the plan's change summary (``Plan: 1 to add, 2 to change, 0 to destroy.``) from its JSON messages."""

@@ -67,17 +67,13 @@ module "spark" {
 }
 
 # The Kubernetes path (runtime = "eks"): the jobs' pods assume the jobs' role through the cluster's OIDC provider
-# (IRSA), created here or found where eksctl or another stack made it.
+# (IRSA), created here or found where eksctl or another stack made it. The environment reads the cluster (for its
+# providers) and passes its issuer.
 locals {
   eks         = var.runtime == "eks"
-  oidc_issuer = local.eks ? data.aws_eks_cluster.jobs[0].identity[0].oidc[0].issuer : null
+  oidc_issuer = local.eks ? var.eks_oidc_issuer : null
   oidc_arn = local.eks ? (var.create_eks_oidc_provider ? aws_iam_openid_connect_provider.eks[0].arn :
   data.aws_iam_openid_connect_provider.eks[0].arn) : null
-}
-
-data "aws_eks_cluster" "jobs" {
-  count = local.eks ? 1 : 0
-  name  = var.eks_cluster_name
 }
 
 resource "aws_iam_openid_connect_provider" "eks" {

@@ -133,8 +133,8 @@ variable "runtime" {
   }
 }
 
-variable "eks_cluster_name" {
-  description = "The EKS cluster the jobs run on (runtime = eks)."
+variable "eks_oidc_issuer" {
+  description = "The OIDC issuer URL of the EKS cluster the jobs run on (runtime = eks)."
   type        = string
   default     = null
 }

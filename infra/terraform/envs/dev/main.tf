@@ -39,6 +39,6 @@ module "cdckit" {
   topic_prefix             = var.topic_prefix
   alarm_emails             = var.alarm_emails
   runtime                  = var.runtime
-  eks_cluster_name         = var.eks_cluster_name
+  eks_oidc_issuer          = try(data.aws_eks_cluster.jobs[0].identity[0].oidc[0].issuer, null)
   create_eks_oidc_provider = var.create_eks_oidc_provider
 }

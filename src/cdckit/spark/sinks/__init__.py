@@ -61,7 +61,6 @@ class Sink:
     """Where a job's records go: the ``cdckit.sink`` writer, with the single message transforms before it."""
 
     def __init__(self, spark: Any, options: dict[str, str]) -> None:
-        self.kind = options.get("cdckit.sink", "files")
         self.options = options
         self.writer = sink_class(options)(spark, options)  # configuration problems surface before data is read
 
