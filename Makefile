@@ -115,6 +115,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src lab tests jobs bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/shellcheck containers/job/install.sh containers/lab/lab-setup.sh .ci/run
 
 BENCH_BEFORE ?= bench/results/full-2026-11-22T1808TUTC.json
 

@@ -107,10 +107,11 @@ def delta_jars(spark_version: str | None = None) -> list[Path]:
 
 
 def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str = versions.MSK_IAM_AUTH,
-                   hadoop_aws: str = versions.HADOOP_AWS, delta: bool = True) -> list[Path]:
+                   hadoop_aws: str = versions.HADOOP_AWS, delta: bool = True, aws_sdk: str | None = None
+                   ) -> list[Path]:
     """The jars the job image adds to its Spark release: the Kafka connector, MSK IAM authentication and S3A
-    (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies: the AWS SDK they need is part of EMR's
-    images; on Apache's image add the SDK bundle matching hadoop-aws), and with ``delta`` Delta Lake's."""
+    (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies), with ``delta`` Delta Lake's, and with
+    ``aws_sdk`` the AWS SDK v2 bundle of that version they need (EMR's images have their own SDK; Apache's none)."""
     jars = spark_kafka_jars(spark_version)
     if delta:
         jars += delta_jars(spark_version)
@@ -118,6 +119,9 @@ def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str
         ("software.amazon.msk", "aws-msk-iam-auth", msk_iam_auth, (("*", "*"),)),
         ("org.apache.hadoop", "hadoop-aws", hadoop_aws, (("*", "*"),)),
     ], keep=("aws-msk-iam-auth", "hadoop-aws"))
+    if aws_sdk:
+        jars += fetch(f"aws-sdk-bundle-{aws_sdk}", [("software.amazon.awssdk", "bundle", aws_sdk, (("*", "*"),))],
+                      keep=("bundle-",))
     return jars
 
 
@@ -132,12 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--msk-iam-auth", default=versions.MSK_IAM_AUTH)
     parser.add_argument("--hadoop-aws", default=versions.HADOOP_AWS)
     parser.add_argument("--no-delta", action="store_true", help="leave Delta Lake out (the image has its own)")
+    parser.add_argument("--aws-sdk", metavar="VERSION", help="add the AWS SDK v2 bundle of this version, which "
+                        "hadoop-aws and aws-msk-iam-auth need, to an image that has none (Apache's)")
     args = parser.parse_args(argv)
     if not versions.supported(args.spark):
         parser.error(f"Spark {args.spark} is outside cdckit's range: {versions.OLDEST_SPARK} to below "
                      f"{versions.SPARK_BELOW}")
     args.target.mkdir(parents=True, exist_ok=True)
-    for jar in job_image_jars(args.spark, args.msk_iam_auth, args.hadoop_aws, delta=not args.no_delta):
+    for jar in job_image_jars(args.spark, args.msk_iam_auth, args.hadoop_aws, delta=not args.no_delta,
+                              aws_sdk=args.aws_sdk):
         shutil.copy2(jar, args.target / jar.name)
         print(jar.name)
     return 0

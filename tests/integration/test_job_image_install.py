@@ -21,20 +21,38 @@ def _spark_home(tmp_path: Path, release: str) -> Path:
     return home
 
 
-def _run(*args: str, spark_home: Path | None = None, emr_delta: Path | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, spark_home: Path | None = None, emr_delta: Path | None = None, emr_sdk: Path | None = None,
+         cache: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "EMR_DELTA_LIB": str(emr_delta or "/nonexistent")}
+           "EMR_DELTA_LIB": str(emr_delta or "/nonexistent"), "EMR_AWS_SDK_LIB": str(emr_sdk or "/nonexistent")}
     env.pop("SPARK_HOME", None)
     if spark_home is not None:
         env["SPARK_HOME"] = str(spark_home)
+    if cache is not None:
+        env["CDCKIT_CACHE"] = str(cache)
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600)
 
 
-def test_jars_step_puts_the_images_kafka_connector_msk_iam_and_s3a_jars_in_sparks_folder(tmp_path: Path) -> None:
+def _jars(tmp_path: Path, spark: str = versions.TARGET_SPARK, **options: Path) -> subprocess.CompletedProcess[str]:
+    return _run("jars", str(tmp_path / "jars"), spark, versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
+                versions.AWS_SDK_V2, **options)
+
+
+def _cached_sdk_bundle(tmp_path: Path) -> Path:
+    """A cache folder already holding the AWS SDK bundle (a 600 MB download, made by real image builds only): the
+    step takes it from there as it takes any jar it fetched before; the other jars come from Maven as usual."""
+    cache = tmp_path / "cache"
+    lib = cache / f"aws-sdk-bundle-{versions.AWS_SDK_V2}" / "lib"
+    lib.mkdir(parents=True)
+    (lib / f"bundle-{versions.AWS_SDK_V2}.jar").write_bytes(b"PK")
+    (lib.parent / ".complete").touch()
+    return cache
+
+
+def test_jars_step_puts_the_images_kafka_connector_msk_iam_s3a_and_aws_sdk_jars_in_sparks_folder(tmp_path: Path
+                                                                                               ) -> None:
     spark = versions.TARGET_SPARK
-    result = _run("jars", str(tmp_path / "jars"), spark, versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
-                  spark_home=_spark_home(tmp_path, spark))
+    result = _jars(tmp_path, spark_home=_spark_home(tmp_path, spark), cache=_cached_sdk_bundle(tmp_path))
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
     connector, token_provider = versions.kafka_connector(spark)
@@ -43,27 +61,42 @@ def test_jars_step_puts_the_images_kafka_connector_msk_iam_and_s3a_jars_in_spark
     for expected in (f"spark-sql-kafka-0-10_2.13-{connector}.jar",
                      f"spark-token-provider-kafka-0-10_2.13-{token_provider}.jar", "kafka-clients-",
                      f"aws-msk-iam-auth-{versions.MSK_IAM_AUTH}.jar", f"hadoop-aws-{versions.HADOOP_AWS}.jar",
-                     f"{artifact}-{delta}.jar", f"delta-storage-{delta}.jar", "antlr4-runtime-"):
+                     f"{artifact}-{delta}.jar", f"delta-storage-{delta}.jar", "antlr4-runtime-",
+                     f"bundle-{versions.AWS_SDK_V2}.jar"):
         assert any(name.startswith(expected) for name in names), (expected, names)
     assert len([n for n in names if n.startswith(("spark-sql-kafka", "spark-token-provider"))]) == 2, names
     assert not [n for n in names if n.startswith(("scala-library", "hadoop-client"))], names  # Spark's own
 
 
-def test_jars_step_leaves_delta_to_an_emr_image_that_carries_its_own(tmp_path: Path) -> None:
-    emr_delta = tmp_path / "aws-delta"
+def test_the_aws_sdk_bundle_is_the_one_hadoop_aws_is_built_with(tmp_path: Path) -> None:
+    # hadoop-project's pom (hadoop-aws's parent) names the SDK release S3A is qualified with
+    repository = tmp_path / "m2"
+    artifact = f"org.apache.hadoop:hadoop-project:{versions.HADOOP_AWS}:pom"
+    result = subprocess.run(["mvn", "-q", "-B", f"-Dmaven.repo.local={repository}", "dependency:get",
+                             f"-Dartifact={artifact}", "-Dtransitive=false"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    pom = (repository / "org/apache/hadoop/hadoop-project" / versions.HADOOP_AWS
+           / f"hadoop-project-{versions.HADOOP_AWS}.pom").read_text()
+    assert f"<aws-java-sdk-v2.version>{versions.AWS_SDK_V2}</aws-java-sdk-v2.version>" in pom
+
+
+def test_jars_step_leaves_delta_and_the_aws_sdk_to_an_emr_image_that_carries_its_own(tmp_path: Path) -> None:
+    emr_delta, emr_sdk = tmp_path / "aws-delta", tmp_path / "aws-java-sdk-v2"
     emr_delta.mkdir()
     (emr_delta / "delta-spark_2.13-4.0.0-amzn-0.jar").write_bytes(b"")
+    emr_sdk.mkdir()
+    (emr_sdk / "aws-sdk-java-bundle-2.31.1.jar").write_bytes(b"")
     spark = versions.TARGET_SPARK
-    result = _run("jars", str(tmp_path / "jars"), spark, versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
-                  spark_home=_spark_home(tmp_path, spark), emr_delta=emr_delta)
+    result = _jars(tmp_path, spark_home=_spark_home(tmp_path, spark), emr_delta=emr_delta, emr_sdk=emr_sdk)
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
     assert any(n.startswith("spark-sql-kafka") for n in names) and not any("delta" in n for n in names), names
+    assert any(n.startswith("hadoop-aws") for n in names) and not any(n.startswith("bundle-") for n in names), names
 
 
 def test_jars_step_refuses_a_spark_version_other_than_the_images(tmp_path: Path) -> None:
-    result = _run("jars", str(tmp_path / "jars"), "4.3.0", versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
-                  spark_home=_spark_home(tmp_path, "4.0.2"))
+    result = _jars(tmp_path, "4.3.0", spark_home=_spark_home(tmp_path, "4.0.2"))
     assert result.returncode == 1
     assert "SPARK_VERSION is 4.3.0 but the base image runs Spark 4.0.2" in result.stderr
     assert not (tmp_path / "jars").exists()
@@ -72,8 +105,7 @@ def test_jars_step_refuses_a_spark_version_other_than_the_images(tmp_path: Path)
 def test_an_emr_7_base_image_spark_3_5_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
     # EMR's Spark names itself <release>-amzn-<n>: the image check compares the release and lets it pass, the
     # range check refuses it
-    result = _run("jars", str(tmp_path / "jars"), "3.5.6", versions.MSK_IAM_AUTH, versions.HADOOP_AWS,
-                  spark_home=_spark_home(tmp_path, "3.5.6-amzn-0"))
+    result = _jars(tmp_path, "3.5.6", spark_home=_spark_home(tmp_path, "3.5.6-amzn-0"))
     assert result.returncode == 2 and "Spark 3.5.6 is outside cdckit's range" in result.stderr, result.stderr
     assert not (tmp_path / "jars").exists()
 
@@ -90,13 +122,23 @@ def test_an_unknown_step_is_refused() -> None:
     assert result.returncode == 2 and "unknown step everything" in result.stderr
 
 
+# Two certificates as RDS's global bundle holds them (its real one holds one per region and key type)
+RDS_BUNDLE = "".join(f"-----BEGIN CERTIFICATE-----\nMIIB{n}AAAA\n-----END CERTIFICATE-----\n" for n in (1, 2))
+
+
 def _fake_commands(tmp_path: Path, *names: str) -> tuple[Path, Path]:
-    """Stand-ins for the package tools that record how they were called (with ACCEPT_EULA) instead of installing."""
+    """Stand-ins for the package tools that record how they were called (with ACCEPT_EULA) instead of installing;
+    curl writes RDS's bundle where it is told to put it."""
     folder, log = tmp_path / "bin", tmp_path / "calls.log"
     folder.mkdir()
+    (tmp_path / "rds-bundle.pem").write_text(RDS_BUNDLE)
     for name in names:
         command = folder / name
-        command.write_text(f'#!/bin/sh\necho "${{ACCEPT_EULA:+ACCEPT_EULA=$ACCEPT_EULA }}{name} $*" >> {log}\n')
+        script = f'#!/bin/sh\necho "${{ACCEPT_EULA:+ACCEPT_EULA=$ACCEPT_EULA }}{name} $*" >> {log}\n'
+        if name == "curl":
+            script += (f'case "$*" in *truststore.pki.rds.amazonaws.com*) '
+                       f'eval "out=\\${{$#}}"; cp {tmp_path}/rds-bundle.pem "$out";; esac\n')
+        command.write_text(script)
         command.chmod(0o755)
     return folder, log
 
@@ -105,18 +147,46 @@ def test_system_packages_on_amazon_linux_2023_take_microsofts_rhel_9_repository(
     # EMR's images are Amazon Linux 2023: dnf, not apt; its /etc/os-release says ID="amzn" ID_LIKE="fedora"
     release = tmp_path / "os-release"
     release.write_text('NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n')
-    fakes, log = _fake_commands(tmp_path, "dnf", "curl", "apt-get")
-    repos = tmp_path / "yum.repos.d"
+    fakes, log = _fake_commands(tmp_path, "dnf", "curl", "apt-get", "update-ca-trust")
+    repos, anchors = tmp_path / "yum.repos.d", tmp_path / "anchors"
+    anchors.mkdir()
     env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", "OS_RELEASE": str(release),
-           "YUM_REPOS_DIR": str(repos)}
+           "YUM_REPOS_DIR": str(repos), "CA_ANCHORS_DIR": str(anchors)}
     result = subprocess.run(["bash", str(SCRIPT), "system-packages", "18.5.1.1-1"], capture_output=True, text=True,
                             env=env, timeout=60)
     assert result.returncode == 0, result.stderr
+    bundle = anchors / "amazon-rds-global-bundle.pem"
     assert log.read_text().splitlines() == [
         "dnf install -y unixODBC",
         f"curl -fsSL https://packages.microsoft.com/config/rhel/9/prod.repo -o {repos}/mssql-release.repo",
         "ACCEPT_EULA=Y dnf install -y msodbcsql18-18.5.1.1-1",
-        "dnf clean all"]
+        "dnf clean all",
+        f"curl -fsSL https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem -o {bundle}",
+        "update-ca-trust extract"]
+    assert bundle.read_text() == RDS_BUNDLE  # p11-kit takes the bundle whole
+
+
+def test_system_packages_on_debian_take_microsofts_repository_and_trust_rdss_authorities(tmp_path: Path) -> None:
+    # Apache's Spark image is Ubuntu; Debian's update-ca-certificates takes one certificate per .crt file
+    release = tmp_path / "os-release"
+    release.write_text('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n')
+    fakes, log = _fake_commands(tmp_path, "apt-get", "curl", "gpg", "update-ca-certificates", "dnf")
+    sources, keyrings, anchors = (tmp_path / name for name in ("sources.list.d", "keyrings", "ca-certificates"))
+    for folder in (sources, keyrings, anchors):
+        folder.mkdir()
+    env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", "OS_RELEASE": str(release),
+           "APT_SOURCES_DIR": str(sources), "KEYRINGS_DIR": str(keyrings), "CA_ANCHORS_DIR": str(anchors)}
+    result = subprocess.run(["bash", str(SCRIPT), "system-packages", "18.5.1.1-1"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = [call.rstrip() for call in log.read_text().splitlines()]
+    assert "ACCEPT_EULA=Y apt-get install -y --no-install-recommends msodbcsql18=18.5.1.1-1" in calls
+    assert calls[-1] == "update-ca-certificates" and not any(c.startswith("dnf") for c in calls)
+    assert (sources / "mssql-release.list").read_text() == (
+        f"deb [signed-by={keyrings}/microsoft-prod.gpg] https://packages.microsoft.com/ubuntu/22.04/prod jammy main\n")
+    installed = sorted((anchors / "amazon-rds").iterdir())
+    assert [p.name for p in installed] == ["amazon-rds-001.crt", "amazon-rds-002.crt"]
+    assert "".join(p.read_text() for p in installed) == RDS_BUNDLE
 
 
 def test_system_packages_refuse_a_system_without_an_install_path(tmp_path: Path) -> None:

@@ -155,6 +155,7 @@ def test_the_job_images_extras_pull_no_pyspark() -> None:
 @pytest.mark.parametrize(("argument", "expected"), [
     ("BASE_IMAGE", versions.JOB_IMAGE_BASE), ("SPARK_VERSION", versions.TARGET_SPARK),
     ("MSK_IAM_AUTH_VERSION", versions.MSK_IAM_AUTH), ("HADOOP_AWS_VERSION", versions.HADOOP_AWS),
+    ("AWS_SDK_VERSION", versions.AWS_SDK_V2),
 ])
 def test_the_job_image_build_arguments_default_to_versions(argument: str, expected: str) -> None:
     assert _dockerfile_arg(argument) == expected, (
