@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -189,15 +190,16 @@ class Deployment:
         if not uri:
             self.say("no job image given (JOB_IMAGE): the environment's job_image_uri is used as it is")
             return
-        # the application's architecture (modules/spark: X86_64), whatever machine builds the image
-        arguments = ["--platform", IMAGE_PLATFORM, "-f", "containers/job/Dockerfile", "-t", uri]
-        if self.runtime == "emr":
-            arguments += ["--build-arg", f"BASE_IMAGE={versions.EMR_SERVERLESS_IMAGE_BASE}",
-                          "--build-arg", "RUN_AS_USER=hadoop"]
-        build = " ".join(["docker", "build", *arguments, "."])
         if shutil.which("docker") is None and not self.dry_run:
-            self.say(f"no Docker engine here: build and push {uri} in your CI ({build}; docker push {uri})")
+            self.say(f"no Docker engine here: build and push {uri} in your CI (containers/job/Dockerfile; the base "
+                     f"{self.base_lock.relative_to(self.root)} pins, else {self.base_tag})")
             return
+        # the application's architecture (modules/spark: X86_64), whatever machine builds the image
+        arguments = ["--platform", IMAGE_PLATFORM, "-f", "containers/job/Dockerfile", "-t", uri,
+                     "--build-arg", f"BASE_IMAGE={self.base_image()}"]
+        if self.runtime == "emr":
+            arguments += ["--build-arg", "RUN_AS_USER=hadoop"]
+        build = " ".join(["docker", "build", *arguments, "."])
         if self.step(build):
             subprocess.run(["docker", "build", *arguments, "."], check=True, cwd=self.root)
         registry = uri.split("/", 1)[0]
@@ -205,6 +207,43 @@ class Deployment:
             self._ecr_login(registry, ecr)
         if self.step(f"docker push {uri}"):
             subprocess.run(["docker", "push", uri], check=True)
+
+    @property
+    def base_tag(self) -> str:
+        """The base image cdckit names for the runtime: EMR Serverless's own image of its release, or Apache's."""
+        return versions.EMR_SERVERLESS_IMAGE_BASE if self.runtime == "emr" else versions.JOB_IMAGE_BASE
+
+    @property
+    def base_lock(self) -> Path:
+        return self.env_dir / f"job-image-base-{self.runtime}.lock"
+
+    def base_image(self) -> str:
+        """The job image's base by digest: the one the environment's lock file names, else the digest the tag
+        points at now, written to the lock file (commit it: every later build, on any machine, takes the same
+        base until the file is deleted)."""
+        lock = self.base_lock
+        if lock.exists():
+            pinned = [line.strip() for line in lock.read_text().splitlines()
+                      if line.strip() and not line.startswith("#")]
+            if len(pinned) != 1 or not re.fullmatch(r"[^\s@]+@sha256:[0-9a-f]{64}", pinned[0]):
+                raise DeployError(f"{lock.relative_to(self.root)} should hold one line, <image>@sha256:<64 hex "
+                                  f"digits>; fix it, or delete it to pin the digest {self.base_tag} has now")
+            return pinned[0]
+        repository = self.base_tag.rsplit(":", 1)[0]
+        if not self.step(f"docker pull --platform {IMAGE_PLATFORM} {self.base_tag}, and pin its digest in "
+                         f"{lock.relative_to(self.root)}"):
+            return f"{repository}@sha256:<the digest of {self.base_tag}>"
+        subprocess.run(["docker", "pull", "--platform", IMAGE_PLATFORM, self.base_tag], check=True)
+        digests = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", self.base_tag],
+                                 check=True, capture_output=True, text=True).stdout
+        pinned = next((d for d in json.loads(digests or "[]") if d.startswith(f"{repository}@sha256:")), None)
+        if pinned is None:
+            raise DeployError(f"docker reports no digest of {repository} for {self.base_tag}; pull it again, or "
+                              f"write <image>@sha256:<digest> to {lock.relative_to(self.root)} yourself")
+        lock.write_text(f"# The job image's base ({self.base_tag} when it was pinned), by digest: make deploy builds "
+                        f"on it.\n# Commit this file; delete it to take the tag's newest.\n{pinned}\n")
+        self.say(f"pinned the base image: {pinned} ({lock.relative_to(self.root)})")
+        return pinned
 
     def _ecr_login(self, registry: str, ecr: Any) -> None:
         """``docker login`` with ECR's token, given on standard input (never as an argument or in a file here)."""

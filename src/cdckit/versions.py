@@ -26,6 +26,8 @@ SCALA = "2.13"
 JAVA = "17"
 JOB_IMAGE_BASE = f"apache/spark:{TARGET_SPARK}-scala{SCALA}-java{JAVA}-python3-ubuntu"
 # EMR Serverless takes custom images built on its own image of the application's release (run as user hadoop).
+# `make deploy` pins the digest a base's tag points at in the environment's job-image-base-<runtime>.lock the first
+# time, and builds on that digest from then on.
 EMR_SERVERLESS_IMAGE_BASE = f"public.ecr.aws/emr-serverless/spark/{EMR_RELEASE_LABEL}:latest"
 # The Kubeflow Spark operator's Helm chart the Kubernetes path installs (infra/terraform/modules/spark-eks); its
 # SparkApplication CRD is the one the manifests are validated against (tests/fixtures/spark-operator).

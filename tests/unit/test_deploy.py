@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from cdckit import versions
 from cdckit.deploy import DeployError, Deployment, deploy, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,19 +258,62 @@ def test_dry_run_prints_every_step_in_order_and_calls_nothing(capsys: pytest.Cap
              for line in lines]
     # the repository first, the image pushed before a plan refers to it, a person asked before each prod apply,
     # the running stream stopped (with the application) before the apply that updates the application
-    assert steps == ["terraform init", "terraform plan", "ask", "terraform apply", "pip", "docker build",
-                     "docker login", "docker push", "terraform plan", "ask", "if", "terraform apply", "upload",
-                     "upload", "upload", "upload", "write", "emr-serverless start_application",
+    assert steps == ["terraform init", "terraform plan", "ask", "terraform apply", "pip", "docker pull",
+                     "docker build", "docker login", "docker push", "terraform plan", "ask", "if", "terraform apply",
+                     "upload", "upload", "upload", "upload", "write", "emr-serverless start_application",
                      "emr-serverless start_job_run", "emr-serverless start_job_run"]
     assert lines[1].endswith("plan -target=module.cdckit.module.registry -out=registry.tfplan")
-    assert lines[3].endswith("apply registry.tfplan") and lines[11].endswith("apply cdckit.tfplan")
-    assert lines[8].endswith(f"plan -var job_image_uri={image} -out=cdckit.tfplan")
-    assert lines[10].startswith("if cdckit-prod-stream runs: emr-serverless cancel_job_run")
+    assert lines[3].endswith("apply registry.tfplan") and lines[12].endswith("apply cdckit.tfplan")
+    assert lines[9].endswith(f"plan -var job_image_uri={image} -out=cdckit.tfplan")
+    assert lines[11].startswith("if cdckit-prod-stream runs: emr-serverless cancel_job_run")
+    assert lines[5].endswith("pin its digest in infra/terraform/envs/prod/job-image-base-emr.lock")
     build = next(line for line in lines if line.startswith("docker build "))
-    assert "BASE_IMAGE=public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0:" in build and "RUN_AS_USER=hadoop" in build
+    assert "BASE_IMAGE=public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0@sha256:" in build
+    assert "RUN_AS_USER=hadoop" in build
     assert "--platform linux/amd64" in build  # an ARM laptop builds the image EMR's X86_64 workers run
     assert "cdckit-prod-snapshot on <application> (BATCH)" in lines[-2]
     assert "cdckit-prod-stream on <application> (STREAMING)" in lines[-1]
+
+
+def _fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str) -> Path:
+    """A docker command that records its calls and, asked for an image's digests, answers ``digest``."""
+    log, folder = tmp_path / "docker.log", tmp_path / "bin"
+    folder.mkdir()
+    docker = folder / "docker"
+    docker.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
+                      f'case "$1 $2" in "image inspect") echo \'["{digest}"]\';; esac\n')
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return log
+
+
+def test_the_base_image_is_pinned_by_digest_once_and_built_on_from_then_on(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = "public.ecr.aws/emr-serverless/spark/emr-spark-8.0.0@sha256:" + "ab" * 32
+    log = _fake_docker(tmp_path, monkeypatch, digest)
+    (tmp_path / "infra/terraform/envs/dev").mkdir(parents=True)
+    deployment = Deployment("dev", root=tmp_path, say=lambda _: None)
+    deployment.image("registry.example/cdckit-job:1")
+    lock = tmp_path / "infra/terraform/envs/dev/job-image-base-emr.lock"
+    assert lock.read_text().splitlines()[-1] == digest
+    calls = log.read_text().splitlines()
+    assert calls[0] == f"pull --platform linux/amd64 {versions.EMR_SERVERLESS_IMAGE_BASE}"
+    assert calls[2].startswith("build ") and f"BASE_IMAGE={digest}" in calls[2]
+    # the next build (a new release, another machine with the file committed) takes the pinned digest, unpulled
+    log.unlink()
+    deployment.image("registry.example/cdckit-job:2")
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["build", "push"] and f"BASE_IMAGE={digest}" in calls[0]
+
+
+def test_a_lock_file_that_names_no_digest_is_refused_before_building(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _fake_docker(tmp_path, monkeypatch, "unused")
+    (tmp_path / "infra/terraform/envs/dev").mkdir(parents=True)
+    (tmp_path / "infra/terraform/envs/dev/job-image-base-eks.lock").write_text("apache/spark:latest\n")
+    with pytest.raises(DeployError, match="should hold one line, <image>@sha256:"):
+        Deployment("dev", runtime="eks", root=tmp_path, say=lambda _: None).image("registry.example/job:1")
+    assert not log.exists()
 
 
 def test_kubernetes_runtime_writes_one_spark_application_per_job(capsys: pytest.CaptureFixture[str]) -> None:
