@@ -15,14 +15,16 @@ module "storage" {
 }
 
 module "network" {
-  source              = "../modules/network"
-  name                = local.name
-  vpc_id              = var.vpc_id
-  vpc_cidr_block      = var.vpc_cidr_block
-  private_subnet_ids  = var.private_subnet_ids
-  zone_count          = var.zone_count
-  flow_log_bucket_arn = module.storage.log_bucket_arn
-  tags                = local.tags
+  source               = "../modules/network"
+  name                 = local.name
+  vpc_id               = var.vpc_id
+  vpc_cidr_block       = var.vpc_cidr_block
+  private_subnet_ids   = var.private_subnet_ids
+  zone_count           = var.zone_count
+  flow_log_bucket_arn  = module.storage.log_bucket_arn
+  database_cidr_blocks = var.database_cidr_blocks
+  database_port        = var.create_sqlserver ? 1433 : var.database_port
+  tags                 = local.tags
 }
 
 module "secrets" {

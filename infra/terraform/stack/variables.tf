@@ -90,6 +90,12 @@ variable "database_port" {
   default     = 5432
 }
 
+variable "database_cidr_blocks" {
+  description = "Where the captured database is when it is outside the VPC (a peered VPC, on-premises over VPN or Direct Connect): the jobs may reach database_port there. The route (peering, transit gateway) and the database's own inbound rule are yours. Empty: the database is in the VPC (create_sqlserver, or your own instance there)."
+  type        = list(string)
+  default     = []
+}
+
 variable "database_names" {
   description = "Databases to capture."
   type        = list(string)

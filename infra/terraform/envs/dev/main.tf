@@ -33,6 +33,7 @@ module "cdckit" {
   connector                = var.connector
   database_hostname        = var.database_hostname
   database_port            = var.database_port
+  database_cidr_blocks     = var.database_cidr_blocks
   database_names           = var.database_names
   postgres_instance_id     = var.postgres_instance_id
   table_include_list       = var.table_include_list

@@ -1,10 +1,26 @@
 # The jobs' execution role: least privilege for EMR Serverless (or, through IRSA, the Spark operator's pods).
+data "aws_caller_identity" "current" {}
+data "aws_region" "current" {}
+data "aws_partition" "current" {}
+
 data "aws_iam_policy_document" "assume" {
   statement {
     actions = ["sts:AssumeRole"]
     principals {
       type        = "Service"
       identifiers = ["emr-serverless.amazonaws.com"]
+    }
+    # Only the account's own EMR Serverless applications take the role (AWS's confused-deputy guard, as the EMR
+    # Serverless user guide's job runtime role shows it)
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [data.aws_caller_identity.current.account_id]
+    }
+    condition {
+      test     = "ArnLike"
+      variable = "aws:SourceArn"
+      values   = ["arn:${data.aws_partition.current.partition}:emr-serverless:${data.aws_region.current.name}:${data.aws_caller_identity.current.account_id}:/applications/*"]
     }
   }
   dynamic "statement" {
@@ -19,6 +35,11 @@ data "aws_iam_policy_document" "assume" {
         test     = "StringEquals"
         variable = "${var.eks_oidc_issuer}:sub"
         values   = ["system:serviceaccount:${var.eks_namespace}:${var.eks_service_account}"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "${var.eks_oidc_issuer}:aud"
+        values   = ["sts.amazonaws.com"]
       }
     }
   }

@@ -132,5 +132,16 @@ resource "aws_security_group" "jobs" {
     protocol    = "tcp"
     cidr_blocks = ["0.0.0.0/0"]
   }
+  dynamic "egress" {
+    # a database outside the VPC: a peered VPC, or on-premises over VPN or Direct Connect
+    for_each = length(var.database_cidr_blocks) > 0 ? [1] : []
+    content {
+      description = "to the captured database outside the VPC"
+      from_port   = var.database_port
+      to_port     = var.database_port
+      protocol    = "tcp"
+      cidr_blocks = var.database_cidr_blocks
+    }
+  }
   tags = var.tags
 }

@@ -39,6 +39,18 @@ variable "flow_log_bucket_arn" {
   default     = null
 }
 
+variable "database_cidr_blocks" {
+  description = "CIDR blocks outside the VPC where the captured database is: the jobs may reach database_port there."
+  type        = list(string)
+  default     = []
+}
+
+variable "database_port" {
+  description = "The captured database's port (with database_cidr_blocks)."
+  type        = number
+  default     = 5432
+}
+
 variable "tags" {
   description = "Tags for every resource."
   type        = map(string)
