@@ -46,6 +46,8 @@
    * Membership in db_owner of the database (sysadmin also works); the job
      restart additionally needs the SQL Server Agent running.
    * Run it IN the target database (connect to it / SSMS drop-down / USE).
+   * Amazon RDS: the master user (it runs rdsadmin.dbo.rds_set_configuration,
+     step 3, which keeps the settings through a Multi-AZ failover).
    * If the database is also published with transactional replication, the
      replication log reader does the capturing and the capture-job settings
      have no effect.
@@ -144,6 +146,22 @@ END
 ELSE
 BEGIN
     PRINT N'Cleanup job retention already set (or no cleanup job); nothing to do.';
+END
+
+-- 3. Amazon RDS: record the settings with rdsadmin.dbo.rds_set_configuration too.
+--    On a Multi-AZ instance, RDS drops and re-creates the CDC jobs on the new
+--    primary after a failover, with the parameters recorded this way; settings
+--    made only with sp_cdc_change_job are lost there. The parameters are the
+--    instance's (every database's CDC jobs). See "Change data capture for
+--    Multi-AZ instances" in the RDS User Guide:
+--    https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/Appendix.SQLServer.CommonDBATasks.CDC.html
+IF DB_ID(N'rdsadmin') IS NOT NULL
+BEGIN
+    EXEC rdsadmin.dbo.rds_set_configuration N'cdc_capture_pollinginterval', @pollinginterval;
+    EXEC rdsadmin.dbo.rds_set_configuration N'cdc_capture_maxtrans', @maxtrans;
+    EXEC rdsadmin.dbo.rds_set_configuration N'cdc_capture_maxscans', @maxscans;
+    EXEC rdsadmin.dbo.rds_set_configuration N'cdc_cleanup_retention', @retention_minutes;
+    PRINT N'Amazon RDS: settings recorded with rds_set_configuration (kept after a Multi-AZ failover).';
 END
 
 -- Current settings. Healthy: one capture row (continuous = 1) with the values
