@@ -442,14 +442,32 @@ class Deployment:
         return manifests
 
     def submit_eks(self, manifests: Sequence[Mapping[str, Any]]) -> Path:
+        """Apply each job's SparkApplication. The operator kills and resubmits an application whose spec changes
+        (its INVALIDATING state): the stream restarts from its checkpoint on the new image or settings, and an
+        unchanged spec is left running. A snapshot that has completed, or is running, is left as it is: applying
+        a changed spec to it would take the snapshot again from the start."""
         folder = self.env_dir / "spark-applications"
         for manifest in manifests:
-            path = folder / f"{manifest['metadata']['name']}.json"
+            name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+            if manifest["metadata"]["labels"]["job"] == "snapshot" and not self.dry_run:
+                state = application_state(name, namespace)
+                if state in ("COMPLETED", "RUNNING", "SUBMITTED", "PENDING_RERUN", "SUCCEEDING"):
+                    self.say(f"{name} is {state}: the snapshot is not taken again")
+                    continue
+            path = folder / f"{name}.json"
             if self.step(f"write {path.relative_to(self.root)} and kubectl apply -f it"):
                 folder.mkdir(exist_ok=True)
                 path.write_text(json.dumps(manifest, indent=2))
                 subprocess.run(["kubectl", "apply", "-f", str(path)], check=True)
         return folder
+
+
+def application_state(name: str, namespace: str) -> str | None:
+    """A SparkApplication's state (``COMPLETED``, ``RUNNING``, ...), or None when there is none."""
+    result = subprocess.run(["kubectl", "get", "sparkapplication", name, "--namespace", namespace,
+                             "--ignore-not-found", "--output", "jsonpath={.status.applicationState.state}"],
+                            check=True, capture_output=True, text=True)
+    return result.stdout.strip() or None
 
 
 def list_runs(emr: Any, application_id: str, name: str) -> list[dict[str, Any]]:

@@ -316,6 +316,30 @@ def test_a_lock_file_that_names_no_digest_is_refused_before_building(tmp_path: P
     assert not log.exists()
 
 
+@pytest.mark.parametrize(("snapshot_state", "applied"), [
+    ("", ["cdckit-dev-snapshot", "cdckit-dev-stream"]),  # the first deploy
+    ("COMPLETED", ["cdckit-dev-stream"]),  # a later one: a changed spec would take the snapshot again
+    ("RUNNING", ["cdckit-dev-stream"]),  # a changed spec would kill it part-way
+    ("FAILED", ["cdckit-dev-snapshot", "cdckit-dev-stream"]),  # resumed, as on EMR
+])
+def test_a_redeploy_on_kubernetes_leaves_a_taken_snapshot_alone_and_applies_the_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshot_state: str, applied: list[str]) -> None:
+    log, folder = tmp_path / "kubectl.log", tmp_path / "bin"
+    folder.mkdir()
+    kubectl = folder / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
+                       f'case "$1 $3" in "get cdckit-dev-snapshot") printf "{snapshot_state}";; esac\n')
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    (tmp_path / "infra/terraform/envs/dev").mkdir(parents=True)
+    deployment = Deployment("dev", runtime="eks", root=tmp_path, say=lambda _: None)
+    deployment.submit_eks(deployment.spark_applications({"namespace": "cdckit"}, {"connector": "s3://kit/c.json"},
+                                                        "job:2"))
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("get sparkapplication cdckit-dev-snapshot --namespace cdckit")
+    assert [Path(c.split()[-1]).stem for c in calls if c.startswith("apply")] == applied
+
+
 def test_kubernetes_runtime_writes_one_spark_application_per_job(capsys: pytest.CaptureFixture[str]) -> None:
     deployment = Deployment("dev", runtime="eks", dry_run=True)
     manifests = deployment.spark_applications({"namespace": "cdckit", "service_account": "cdckit-jobs"},
