@@ -364,7 +364,7 @@ def test_spark_applications_are_valid_against_the_operators_crd() -> None:
     crd = yaml.safe_load((ROOT / "tests" / "fixtures" / "spark-operator" /
                           "sparkoperator.k8s.io_sparkapplications.yaml").read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
-    schema = version["schema"]["openAPIV3Schema"]
+    schema = _strict(version["schema"]["openAPIV3Schema"])
     deployment = Deployment("prod", runtime="eks", dry_run=True)
     for connector in ({"cdckit.sink": "kafka"}, {"cdckit.sink": "delta", "cdckit.delta.path": "s3://kit/delta"}):
         for manifest in deployment.spark_applications({"namespace": "cdckit", "connector": connector},
@@ -375,6 +375,22 @@ def test_spark_applications_are_valid_against_the_operators_crd() -> None:
     broken["spec"]["restartPolicy"]["type"] = "Forever"
     with pytest.raises(jsonschema.ValidationError, match="'Forever' is not one of"):
         jsonschema.validate(broken, schema)
+    misspelt = deployment.spark_applications({}, {"connector": "s3://c"}, "i")[1]
+    misspelt["spec"]["driver"]["serviceAcount"] = "cdckit-jobs"
+    with pytest.raises(jsonschema.ValidationError, match="'serviceAcount' was unexpected"):
+        jsonschema.validate(misspelt, schema)
+
+
+def _strict(schema: Any) -> Any:
+    """The CRD's schema as ``kubectl apply`` checks it (strict field validation, kubectl's default since Kubernetes
+    1.27): a field the schema does not name is refused, except under x-kubernetes-preserve-unknown-fields."""
+    if isinstance(schema, dict):
+        schema = {key: _strict(value) for key, value in schema.items()}
+        if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema.setdefault("additionalProperties", False)
+    elif isinstance(schema, list):
+        schema = [_strict(item) for item in schema]
+    return schema
 
 
 def test_a_connector_writing_to_delta_gets_delta_in_both_runtimes() -> None:
