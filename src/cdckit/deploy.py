@@ -223,12 +223,12 @@ class Deployment:
         base until the file is deleted)."""
         lock = self.base_lock
         if lock.exists():
-            pinned = [line.strip() for line in lock.read_text().splitlines()
-                      if line.strip() and not line.startswith("#")]
-            if len(pinned) != 1 or not re.fullmatch(r"[^\s@]+@sha256:[0-9a-f]{64}", pinned[0]):
+            lines = [line.strip() for line in lock.read_text().splitlines()
+                     if line.strip() and not line.startswith("#")]
+            if len(lines) != 1 or not re.fullmatch(r"[^\s@]+@sha256:[0-9a-f]{64}", lines[0]):
                 raise DeployError(f"{lock.relative_to(self.root)} should hold one line, <image>@sha256:<64 hex "
                                   f"digits>; fix it, or delete it to pin the digest {self.base_tag} has now")
-            return pinned[0]
+            return lines[0]
         repository = self.base_tag.rsplit(":", 1)[0]
         if not self.step(f"docker pull --platform {IMAGE_PLATFORM} {self.base_tag}, and pin its digest in "
                          f"{lock.relative_to(self.root)}"):
@@ -236,10 +236,11 @@ class Deployment:
         subprocess.run(["docker", "pull", "--platform", IMAGE_PLATFORM, self.base_tag], check=True)
         digests = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", self.base_tag],
                                  check=True, capture_output=True, text=True).stdout
-        pinned = next((d for d in json.loads(digests or "[]") if d.startswith(f"{repository}@sha256:")), None)
-        if pinned is None:
+        found = [str(d) for d in json.loads(digests or "[]") if d.startswith(f"{repository}@sha256:")]
+        if not found:
             raise DeployError(f"docker reports no digest of {repository} for {self.base_tag}; pull it again, or "
                               f"write <image>@sha256:<digest> to {lock.relative_to(self.root)} yourself")
+        pinned = found[0]
         lock.write_text(f"# The job image's base ({self.base_tag} when it was pinned), by digest: make deploy builds "
                         f"on it.\n# Commit this file; delete it to take the tag's newest.\n{pinned}\n")
         self.say(f"pinned the base image: {pinned} ({lock.relative_to(self.root)})")
