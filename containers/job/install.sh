@@ -12,8 +12,8 @@
 #   install.sh jars <folder> <spark> <aws-msk-iam-auth> <hadoop-aws> <aws-sdk>
 #                                                     Spark's Kafka connector for that Spark release, MSK IAM
 #                                                     auth and S3A jars, Delta Lake's unless the image has its
-#                                                     own (EMR's, in $EMR_DELTA_LIB), and the AWS SDK v2 bundle
-#                                                     they need unless the image has one (EMR's, in
+#                                                     own (EMR's, in $EMR_DELTA_LIB), and the AWS SDK v2 modules
+#                                                     they need unless the image has an SDK (EMR's, in
 #                                                     $EMR_AWS_SDK_LIB); Maven only while it fetches them, when
 #                                                     the image has none
 #

@@ -111,18 +111,36 @@ def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str
                    ) -> list[Path]:
     """The jars the job image adds to its Spark release: the Kafka connector, MSK IAM authentication and S3A
     (``aws-msk-iam-auth`` and ``hadoop-aws`` without their dependencies), with ``delta`` Delta Lake's, and with
-    ``aws_sdk`` the AWS SDK v2 bundle of that version they need (EMR's images have their own SDK; Apache's none)."""
+    ``aws_sdk`` the AWS SDK v2 modules of that release they need (EMR's images have their own SDK; Apache's none)."""
     jars = spark_kafka_jars(spark_version)
     if delta:
         jars += delta_jars(spark_version)
-    jars += fetch(f"job-image-aws-{msk_iam_auth}-{hadoop_aws}", [
+    jars += aws_jars(msk_iam_auth, hadoop_aws)
+    if aws_sdk:
+        jars += aws_sdk_jars(aws_sdk)
+    return jars
+
+
+def aws_jars(msk_iam_auth: str = versions.MSK_IAM_AUTH, hadoop_aws: str = versions.HADOOP_AWS) -> list[Path]:
+    """MSK IAM authentication and S3A (``aws-msk-iam-auth`` and ``hadoop-aws``), without their dependencies."""
+    return fetch(f"job-image-aws-{msk_iam_auth}-{hadoop_aws}", [
         ("software.amazon.msk", "aws-msk-iam-auth", msk_iam_auth, (("*", "*"),)),
         ("org.apache.hadoop", "hadoop-aws", hadoop_aws, (("*", "*"),)),
     ], keep=("aws-msk-iam-auth", "hadoop-aws"))
-    if aws_sdk:
-        jars += fetch(f"aws-sdk-bundle-{aws_sdk}", [("software.amazon.awssdk", "bundle", aws_sdk, (("*", "*"),))],
-                      keep=("bundle-",))
-    return jars
+
+
+# What Spark's own jars folder has of the SDK modules' dependencies (Netty, Apache's HTTP client, logging)
+SPARK_HAS = ("netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-resolver", "netty-transport",
+             "commons-", "httpc", "slf4j", "wildfly")
+
+
+def aws_sdk_jars(version: str = versions.AWS_SDK_V2) -> list[Path]:
+    """The AWS SDK v2 modules S3A (``hadoop-aws``: S3, its transfer manager, STS) and MSK IAM authentication
+    (``aws-msk-iam-auth``: STS, SSO) use, about 9 MB, instead of the SDK's 558 MB bundle that hadoop-aws's pom asks
+    for; less what Spark ships."""
+    jars = fetch(f"aws-sdk-{version}", [("software.amazon.awssdk", module, version, ())
+                                        for module in ("s3", "s3-transfer-manager", "sts", "sso", "ssooidc")])
+    return [jar for jar in jars if not jar.name.startswith(SPARK_HAS)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--msk-iam-auth", default=versions.MSK_IAM_AUTH)
     parser.add_argument("--hadoop-aws", default=versions.HADOOP_AWS)
     parser.add_argument("--no-delta", action="store_true", help="leave Delta Lake out (the image has its own)")
-    parser.add_argument("--aws-sdk", metavar="VERSION", help="add the AWS SDK v2 bundle of this version, which "
+    parser.add_argument("--aws-sdk", metavar="VERSION", help="add the AWS SDK v2 modules of this release, which "
                         "hadoop-aws and aws-msk-iam-auth need, to an image that has none (Apache's)")
     args = parser.parse_args(argv)
     if not versions.supported(args.spark):

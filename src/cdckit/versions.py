@@ -33,10 +33,10 @@ EMR_SERVERLESS_IMAGE_BASE = f"public.ecr.aws/emr-serverless/spark/{EMR_RELEASE_L
 # SparkApplication CRD is the one the manifests are validated against (tests/fixtures/spark-operator).
 SPARK_OPERATOR_CHART = "2.5.2"
 HADOOP_AWS = "3.4.1"  # the Hadoop release Spark 4.0's distribution is built with
-# The AWS SDK v2 bundle hadoop-aws 3.4.1 is built and tested with (hadoop-project's aws-java-sdk-v2.version), added
-# to images that carry no SDK of their own (Apache's; EMR's have theirs). aws-msk-iam-auth asks for a newer SDK
-# (2.30) but uses only APIs 2.24 has; S3A is the one hadoop-aws qualifies with a given SDK (decision 0030).
-AWS_SDK_V2 = "2.24.6"
+# The AWS SDK v2 release of the modules S3A and MSK IAM authentication need, added to images that carry no SDK of
+# their own (Apache's; EMR's have theirs): hadoop-aws 3.4.1 is built with the 2.24 line (hadoop-project's
+# aws-java-sdk-v2.version, 2.24.6); aws-msk-iam-auth asks for 2.30 but runs on 2.24 (decision 0030).
+AWS_SDK_V2 = "2.24.8"
 MSK_IAM_AUTH = "2.3.2"
 
 # Builds of Spark's Kafka connector on Maven Central, by artifact: the connector (spark-sql-kafka-0-10) is

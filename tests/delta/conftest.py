@@ -13,24 +13,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 
-# S3A for the tables-on-S3 test (an S3 API served by moto): hadoop-aws of Spark 4.0's Hadoop, with the AWS SDK
-# modules it uses instead of the 558 MB SDK bundle its pom asks for; Spark has the rest (Netty, HTTP client, logging).
-S3A_SDK = "2.24.8"
-SPARK_HAS = ("netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-resolver", "netty-transport",
-             "commons-", "httpc", "slf4j", "wildfly")
+def _image_jars() -> list[Path]:
+    """What the Kubernetes job image adds to Spark for S3A and MSK IAM authentication (``install.sh jars`` on
+    Apache's image): hadoop-aws, aws-msk-iam-auth and the AWS SDK modules they use; and Spark's Kafka connector,
+    whose kafka-clients MSK IAM authentication plugs into."""
+    from cdckit.artifacts import aws_jars, aws_sdk_jars, spark_kafka_jars
 
-
-def _s3a_jars() -> list[Path]:
-    from cdckit import versions
-    from cdckit.artifacts import fetch
-
-    jars = fetch(f"s3a-hadoop-aws-{versions.HADOOP_AWS}-sdk-{S3A_SDK}", [
-        ("org.apache.hadoop", "hadoop-aws", versions.HADOOP_AWS,
-         (("software.amazon.awssdk", "bundle"), ("org.apache.hadoop", "*"))),
-        ("software.amazon.awssdk", "s3", S3A_SDK, ()),
-        ("software.amazon.awssdk", "s3-transfer-manager", S3A_SDK, ()),
-        ("software.amazon.awssdk", "sts", S3A_SDK, ())])
-    return [jar for jar in jars if not jar.name.startswith(SPARK_HAS)]
+    return [*aws_jars(), *aws_sdk_jars(), *spark_kafka_jars()]
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +44,7 @@ def spark(s3_endpoint: str) -> object:
     from cdckit.artifacts import delta_jars
     from cdckit.spark.session import get_spark
 
-    jars = ",".join(str(jar) for jar in delta_jars() + _s3a_jars())
+    jars = ",".join(str(jar) for jar in delta_jars() + _image_jars())
     return get_spark({"spark.sql.shuffle.partitions": "2", "spark.jars": jars,
                       "spark.hadoop.fs.s3a.endpoint": s3_endpoint, "spark.hadoop.fs.s3a.path.style.access": "true",
                       "spark.hadoop.fs.s3a.access.key": "test", "spark.hadoop.fs.s3a.secret.key": "test",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +22,13 @@ def _spark_home(tmp_path: Path, release: str) -> Path:
     return home
 
 
-def _run(*args: str, spark_home: Path | None = None, emr_delta: Path | None = None, emr_sdk: Path | None = None,
-         cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, spark_home: Path | None = None, emr_delta: Path | None = None, emr_sdk: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "EMR_DELTA_LIB": str(emr_delta or "/nonexistent"), "EMR_AWS_SDK_LIB": str(emr_sdk or "/nonexistent")}
     env.pop("SPARK_HOME", None)
     if spark_home is not None:
         env["SPARK_HOME"] = str(spark_home)
-    if cache is not None:
-        env["CDCKIT_CACHE"] = str(cache)
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -38,21 +37,10 @@ def _jars(tmp_path: Path, spark: str = versions.TARGET_SPARK, **options: Path) -
                 versions.AWS_SDK_V2, **options)
 
 
-def _cached_sdk_bundle(tmp_path: Path) -> Path:
-    """A cache folder already holding the AWS SDK bundle (a 600 MB download, made by real image builds only): the
-    step takes it from there as it takes any jar it fetched before; the other jars come from Maven as usual."""
-    cache = tmp_path / "cache"
-    lib = cache / f"aws-sdk-bundle-{versions.AWS_SDK_V2}" / "lib"
-    lib.mkdir(parents=True)
-    (lib / f"bundle-{versions.AWS_SDK_V2}.jar").write_bytes(b"PK")
-    (lib.parent / ".complete").touch()
-    return cache
-
-
 def test_jars_step_puts_the_images_kafka_connector_msk_iam_s3a_and_aws_sdk_jars_in_sparks_folder(tmp_path: Path
                                                                                                ) -> None:
     spark = versions.TARGET_SPARK
-    result = _jars(tmp_path, spark_home=_spark_home(tmp_path, spark), cache=_cached_sdk_bundle(tmp_path))
+    result = _jars(tmp_path, spark_home=_spark_home(tmp_path, spark))
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
     connector, token_provider = versions.kafka_connector(spark)
@@ -62,14 +50,17 @@ def test_jars_step_puts_the_images_kafka_connector_msk_iam_s3a_and_aws_sdk_jars_
                      f"spark-token-provider-kafka-0-10_2.13-{token_provider}.jar", "kafka-clients-",
                      f"aws-msk-iam-auth-{versions.MSK_IAM_AUTH}.jar", f"hadoop-aws-{versions.HADOOP_AWS}.jar",
                      f"{artifact}-{delta}.jar", f"delta-storage-{delta}.jar", "antlr4-runtime-",
-                     f"bundle-{versions.AWS_SDK_V2}.jar"):
+                     *(f"{module}-{versions.AWS_SDK_V2}.jar" for module in ("s3", "s3-transfer-manager", "sts",
+                                                                             "sso", "ssooidc", "auth"))):
         assert any(name.startswith(expected) for name in names), (expected, names)
     assert len([n for n in names if n.startswith(("spark-sql-kafka", "spark-token-provider"))]) == 2, names
-    assert not [n for n in names if n.startswith(("scala-library", "hadoop-client"))], names  # Spark's own
+    # Spark's own (a second copy would clash with it), and the SDK's bundle (558 MB), which the modules stand for
+    assert not [n for n in names if n.startswith(("scala-library", "hadoop-client", "netty-transport-", "netty-codec-",
+                                                  "httpclient-", "slf4j-", "bundle-"))], names
 
 
-def test_the_aws_sdk_bundle_is_the_one_hadoop_aws_is_built_with(tmp_path: Path) -> None:
-    # hadoop-project's pom (hadoop-aws's parent) names the SDK release S3A is qualified with
+def test_the_aws_sdk_is_of_the_line_hadoop_aws_is_built_with(tmp_path: Path) -> None:
+    # hadoop-project's pom (hadoop-aws's parent) names the SDK release S3A is qualified with: 2.24.6
     repository = tmp_path / "m2"
     artifact = f"org.apache.hadoop:hadoop-project:{versions.HADOOP_AWS}:pom"
     result = subprocess.run(["mvn", "-q", "-B", f"-Dmaven.repo.local={repository}", "dependency:get",
@@ -78,7 +69,11 @@ def test_the_aws_sdk_bundle_is_the_one_hadoop_aws_is_built_with(tmp_path: Path) 
     assert result.returncode == 0, result.stdout + result.stderr
     pom = (repository / "org/apache/hadoop/hadoop-project" / versions.HADOOP_AWS
            / f"hadoop-project-{versions.HADOOP_AWS}.pom").read_text()
-    assert f"<aws-java-sdk-v2.version>{versions.AWS_SDK_V2}</aws-java-sdk-v2.version>" in pom
+    built_with = re.search(r"<aws-java-sdk-v2.version>([^<]+)</aws-java-sdk-v2.version>", pom)
+    assert built_with is not None
+    assert versions.release(built_with.group(1))[:2] == versions.release(versions.AWS_SDK_V2)[:2], (
+        f"hadoop-aws {versions.HADOOP_AWS} is built with the AWS SDK {built_with.group(1)}: set AWS_SDK_V2 in "
+        f"cdckit/versions.py to a release of its line")
 
 
 def test_jars_step_leaves_delta_and_the_aws_sdk_to_an_emr_image_that_carries_its_own(tmp_path: Path) -> None:
@@ -92,7 +87,7 @@ def test_jars_step_leaves_delta_and_the_aws_sdk_to_an_emr_image_that_carries_its
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "jars").glob("*.jar"))
     assert any(n.startswith("spark-sql-kafka") for n in names) and not any("delta" in n for n in names), names
-    assert any(n.startswith("hadoop-aws") for n in names) and not any(n.startswith("bundle-") for n in names), names
+    assert any(n.startswith("hadoop-aws") for n in names) and not any(n.startswith("sts-") for n in names), names
 
 
 def test_jars_step_refuses_a_spark_version_other_than_the_images(tmp_path: Path) -> None:
