@@ -182,6 +182,9 @@ PROPERTIES: tuple[Property, ...] = (
              "(sql/postgres/03_signal_table.sql)"),
     Property("incremental.snapshot.chunk.size", "int", 1024, "rows per chunk of an ad hoc incremental snapshot",
              minimum=1),
+    Property("cdckit.incremental.snapshot.query.timeout.ms", "int", 300000, "the longest an ad hoc incremental "
+             "snapshot's chunk query may run (0 = no limit); a chunk whose signal's additional condition runs longer "
+             "is reported and skipped", minimum=0),
     Property("cdckit.sqlserver.schema.evolution", "choice", "job", "SQL Server: who rotates capture instances "
              "after a schema change: job (cdckit schema-evolution, on a schedule) or stream (the stream, before "
              "every batch)", choices=("job", "stream"), only="sqlserver"),

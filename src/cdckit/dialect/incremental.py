@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cdckit.dialect.signals import Signal, check_condition, matches
+from cdckit.dialect.signals import Signal, check_condition, check_patterns, matches
 
 log = logging.getLogger("cdckit.signals")
 
@@ -89,6 +89,12 @@ class Progress:
 
     def _apply(self, signal: Signal, captured: Sequence[tuple[str, str]], dialect: str, qualifier: str) -> Progress:
         collections = signal.data_collections()
+        conditions = signal.conditions()
+        try:
+            check_patterns((*collections, *(conditions if isinstance(conditions, dict) else ())))
+        except ValueError as error:
+            log.error("signal %s ignored: %s", signal.id, error)
+            return self
 
         def named(request: TableRequest) -> str:
             return qualifier + request.qualified_name
@@ -102,7 +108,6 @@ class Progress:
             if not collections:
                 log.error("signal %s: execute-snapshot names no data-collections; nothing to do", signal.id)
                 return self
-            conditions = signal.conditions()
             requested = []
             for schema, table in captured:
                 name = f"{qualifier}{schema}.{table}"

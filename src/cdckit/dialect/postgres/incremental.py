@@ -46,7 +46,7 @@ from cdckit.dialect.postgres.peek import as_bytes, taking_turns
 from cdckit.dialect.postgres.pending import peek_options
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.dialect.postgres.snapshot import fetch_blocks
-from cdckit.dialect.signals import Signal, parse_signal
+from cdckit.dialect.signals import Signal, check_columns, parse_signal
 from cdckit.errors import CdcKitError, DecodingError
 from cdckit.events import UNAVAILABLE
 
@@ -201,7 +201,7 @@ def plan_window(window: Window, progress: Progress, options: Mapping[str, str], 
         request = progress.current
         assert request is not None
         table = _table(window, request, options)
-        if table is None:
+        if table is None or (progress.high is None and not _condition_runs(conn, table, request)):
             progress = replace(progress, current=None, last=None, high=None)
             continue
         high = progress.high
@@ -220,6 +220,33 @@ def plan_window(window: Window, progress: Progress, options: Mapping[str, str], 
         else:
             progress = replace(progress, last=upto, chunks=progress.chunks + 1)
     return chunks, progress
+
+
+def _condition_runs(conn: Connection, table: TableInfo, request: TableRequest) -> bool:
+    """Whether the request's additional condition names only the table's captured columns and runs (an empty read,
+    in a savepoint of the window's transaction); otherwise the table's snapshot is dropped, reported once, before a
+    chunk of it is planned: a signal that cannot run never reaches the offsets' chunks, so it cannot fail a
+    batch again at every restart."""
+    if not request.condition:
+        return True
+    try:
+        check_columns(request.condition, "postgres", [c.name for c in table.emitted_columns()])
+    except ValueError as error:
+        log.error("incremental snapshot of %s dropped: %s", request.qualified_name, error)
+        return False
+    query = sql.SQL("SELECT 1 FROM {t} WHERE ({c}) LIMIT 0").format(
+        t=sql.Identifier(table.schema, table.name), c=sql.SQL(request.condition.replace("%", "%%")))
+    with conn.cursor() as cur:
+        cur.execute("SAVEPOINT cdckit_condition")
+        try:
+            cur.execute(query)
+        except psycopg2.Error as error:
+            cur.execute("ROLLBACK TO SAVEPOINT cdckit_condition")
+            log.error("incremental snapshot of %s dropped: its additional condition %r fails on the table: %s",
+                      request.qualified_name, request.condition, str(error).strip().splitlines()[0])
+            return False
+        cur.execute("RELEASE SAVEPOINT cdckit_condition")
+    return True
 
 
 def _table(window: Window, request: TableRequest, options: Mapping[str, str]) -> TableInfo | None:
@@ -353,10 +380,12 @@ def window_rows(options: Mapping[str, str], start: int, end: int, chunks: Sequen
                 visibility: Visibility, fetch_size: int) -> Iterator[tuple[TableInfo, dict[str, object]]]:
     """The window's rows, chunk by chunk in key order, read under the exported ``snapshot``, less those whose key a
     transaction of the batch ``(start, end]`` that the snapshot does not see changed."""
+    timeout = int(options.get("cdckit.incremental.snapshot.query.timeout.ms", "300000"))
     with closing(connect(options)) as conn:
         conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
         with conn.cursor() as cur:  # the first statement of the transaction adopts the exported snapshot
             cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
+            cur.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout),))
         tables = {(c.schema, c.table): load_table(conn, c.schema, c.table, options) for c in chunks}
         with closing(connect(options)) as peek_conn:
             touched = _touched_keys(peek_conn, options, start, end, list(tables.values()), visibility)
@@ -366,7 +395,7 @@ def window_rows(options: Mapping[str, str], start: int, end: int, chunks: Sequen
             skip = touched[table.oid]
             names = [c.name for c in table.columns]
             where = [names.index(k) for k in table.key_columns]
-            for block in _chunk_blocks(conn, table, chunk, fetch_size):
+            for block in _guarded_blocks(conn, table, chunk, fetch_size):
                 for values in block:
                     if skip and tuple(values[i] for i in where) in skip:
                         dropped += 1
@@ -376,6 +405,29 @@ def window_rows(options: Mapping[str, str], start: int, end: int, chunks: Sequen
         if dropped:
             log.info("incremental snapshot: %d rows of chunks %s left to the stream's newer events", dropped,
                      [c.id for c in chunks])
+
+
+def _guarded_blocks(conn: Connection, table: TableInfo, chunk: WindowChunk, fetch_size: int
+                    ) -> Iterator[list[tuple[Any, ...]]]:
+    """A chunk's blocks. The chunk of a signal's additional condition reads in a savepoint: should its query fail
+    (over ``cdckit.incremental.snapshot.query.timeout.ms``, or an error the planning's empty read could not show),
+    the chunk is reported and skipped, and the batch goes on; a replay would fail the same way at every restart."""
+    if not chunk.condition:
+        yield from _chunk_blocks(conn, table, chunk, fetch_size)
+        return
+    with conn.cursor() as cur:
+        cur.execute("SAVEPOINT cdckit_chunk")
+    try:
+        yield from _chunk_blocks(conn, table, chunk, fetch_size)
+    except psycopg2.Error as error:
+        with conn.cursor() as cur:
+            cur.execute("ROLLBACK TO SAVEPOINT cdckit_chunk")
+        log.error("incremental snapshot of %s.%s: chunk %d, read with the additional condition %r, skipped, the "
+                  "snapshot of the table is incomplete: %s", table.schema, table.name, chunk.id, chunk.condition,
+                  str(error).strip().splitlines()[0])
+        return
+    with conn.cursor() as cur:
+        cur.execute("RELEASE SAVEPOINT cdckit_chunk")
 
 
 def _chunk_blocks(conn: Connection, table: TableInfo, chunk: WindowChunk, fetch_size: int

@@ -6,16 +6,20 @@ do not write; the driver stores the watermarks so the stream can skip changes a 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import asdict
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances, databases
+from cdckit.dialect.sqlserver.changes import require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
 from cdckit.dialect.sqlserver.snapshot import (
     Chunk,
@@ -33,6 +37,8 @@ from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, rec
 
 PLAN_OPTION = "cdckit.sqlserver.snapshot.plan"
 DONE_OPTION = "cdckit.sqlserver.snapshot.done"
+
+log = logging.getLogger("cdckit.signals")
 
 
 class ChunkPartition(InputPartition):
@@ -106,6 +112,29 @@ def plan_snapshot(options: dict[str, str], instances: list[CaptureInstance]) -> 
     return planned
 
 
+def _read_conditioned(conn: Any, options: dict[str, str], instance: CaptureInstance, chunk: Chunk, isolation: str,
+                      fetch_size: int, condition: str) -> tuple[list[dict[str, object]], int]:
+    """An ad hoc snapshot's chunk read with its signal's additional condition, within
+    ``cdckit.incremental.snapshot.query.timeout.ms``. Should the read fail (over the time, or an error the planning's
+    empty read could not show), the chunk is reported and skipped, read as empty at the current maximum LSN, and
+    the batch goes on: a replay would fail the same way at every restart."""
+    timeout_ms = int(options.get("cdckit.incremental.snapshot.query.timeout.ms", "300000"))
+    with contextlib.suppress(AttributeError):  # pyodbc's query timeout, in whole seconds (0: none)
+        conn.timeout = -(-timeout_ms // 1000)
+    try:
+        rows, _low, high = read_chunk(conn, instance, chunk, isolation, fetch_size, condition=condition)
+        return rows, high
+    except Exception as error:  # the driver's own error (pyodbc.Error), or the model's
+        log.error("incremental snapshot of %s: chunk %s, read with the additional condition %r, skipped, the "
+                  "snapshot of the table is incomplete: %s", instance.qualified_name, chunk.id, condition,
+                  str(error).strip().splitlines()[0] if str(error) else type(error).__name__)
+    retry = connect(options, instance.database)
+    try:
+        return [], require_max_lsn(retry.cursor(), instance.database) or max(instance.start_lsn - 1, 0)
+    finally:
+        retry.close()
+
+
 def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chunk: Chunk, marker: str,
                         condition: str | None = None) -> Iterator[EventRow]:
     """The ``r`` records of one chunk as of its high watermark, then a control row with that watermark.
@@ -122,6 +151,8 @@ def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chun
     try:
         if override is not None:
             rows, high = read_override(conn, instance, override, isolation, fetch_size)
+        elif condition:
+            rows, high = _read_conditioned(conn, options, instance, chunk, isolation, fetch_size, condition)
         else:
             rows, _low, high = read_chunk(conn, instance, chunk, isolation, fetch_size, condition=condition)
     finally:

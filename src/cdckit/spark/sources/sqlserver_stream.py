@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from cdckit.dialect.incremental import Progress
-from cdckit.dialect.signals import Signal, parse_signal
+from cdckit.dialect.signals import Signal, check_columns, parse_signal
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, capture_instances
 from cdckit.dialect.sqlserver.changes import (
     PurgedChangesError,
@@ -39,6 +39,7 @@ from cdckit.dialect.sqlserver.changes import (
     server_utc_offset_minutes,
 )
 from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.queries import quote_name
 from cdckit.dialect.sqlserver.snapshot import (
     Chunk,
     ChunkFilter,
@@ -430,6 +431,9 @@ def _next_chunks(cursor: Any, progress: Progress, instances: list[CaptureInstanc
         assert request is not None
         instance = next((i for i in instances if (i.schema, i.name) == (request.schema, request.table)), None)
         plan = tuple(int(v) for v in progress.high) if progress.high is not None else None
+        if instance is not None and plan is None and not _condition_runs(cursor, instance, request):
+            progress = replace(progress, current=None, last=None, high=None)
+            continue
         if instance is not None and plan is None:
             plan = chunk_plan(cursor, instance, chunk_rows)
         if instance is None or plan is None:
@@ -448,6 +452,29 @@ def _next_chunks(cursor: Any, progress: Progress, instances: list[CaptureInstanc
             progress = replace(progress, last=(str(index + 1),), high=tuple(str(v) for v in plan),
                                chunks=progress.chunks + 1)
     return chunks, progress
+
+
+def _condition_runs(cursor: Any, instance: CaptureInstance, request: Any) -> bool:
+    """Whether the request's additional condition names only the capture instance's columns and runs (an empty
+    read); otherwise the table's snapshot is dropped, reported once, before a chunk of it is planned: a signal that
+    cannot run never reaches the offsets' chunks, so it cannot fail a batch again at every restart."""
+    if not request.condition:
+        return True
+    try:
+        check_columns(request.condition, "tsql",
+                      [c.name for c in instance.emitted_columns() if c.name not in instance.dropped_columns])
+        cursor.execute(f"SELECT TOP (0) 1 FROM {quote_name(instance.database)}.{quote_name(instance.schema)}."
+                       f"{quote_name(instance.name)} WHERE ({request.condition})")
+        cursor.fetchall()
+    except ValueError as error:
+        log.error("incremental snapshot of %s dropped: %s", request.qualified_name, error)
+        return False
+    except Exception as error:  # the driver's own error (pyodbc.Error), or the model's
+        log.error("incremental snapshot of %s dropped: its additional condition %r fails on the table: %s",
+                  request.qualified_name, request.condition, str(error).strip().splitlines()[0] if str(error) else
+                  type(error).__name__)
+        return False
+    return True
 
 
 def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:
