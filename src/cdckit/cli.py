@@ -24,6 +24,7 @@ from rich.console import Console
 
 from cdckit.config import Config, load_config
 from cdckit.config.properties import PROPERTIES
+from cdckit.config.secrets import redact, redact_logs
 from cdckit.errors import CdcKitError, wrapped_message
 
 EXIT_USER_ERROR = 2
@@ -109,13 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    redact_logs()  # the configuration's secrets never reach the log (cdckit.config.secrets)
     console = Console()
     try:
         return _dispatch(args, console)
     except CdcKitError as exc:
         if args.debug:
             console.print_exception()
-        console.print(f"[red]cdckit: error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        console.print(f"[red]cdckit: error:[/] {redact(str(exc))}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
     except Exception as exc:  # a failure inside Spark carries cdckit's message in its text
         wrapped = explain_failure(exc)
@@ -123,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if args.debug:
             console.print_exception()
-        console.print(f"[red]cdckit: error:[/] {wrapped}", markup=True, highlight=False, soft_wrap=True)
+        console.print(f"[red]cdckit: error:[/] {redact(wrapped)}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USER_ERROR
 
 
@@ -162,7 +164,7 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "quality":
         return _quality(args, console)
     config = _load(args)
-    if args.command == "validate":
+    if args.command == "validate":  # every secret hidden: the rule of cdckit.config.secrets
         for key, value in sorted(config.redacted().items()):
             console.print(f"{key}={value}", highlight=False, markup=False)
         return 0

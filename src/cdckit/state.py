@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cdckit.fsutil import write_private
+
 
 def join(location: str, *parts: str) -> str:
     """``location``/``parts``, keeping a URI's ``//`` intact."""
@@ -67,14 +69,11 @@ class StateStore:
             return json.loads(stream.read())
 
     def write_json(self, relative: str, document: Any) -> None:
-        """Replace the document whole (a temporary file renamed locally; one PUT in S3)."""
+        """Replace the document whole (locally a private file: an exclusive temporary file renamed; one PUT in
+        S3)."""
         data = json.dumps(document, indent=1)
-        if not self.remote:
-            path = self._local(relative)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(data)
-            temporary.replace(path)
+        if not self.remote:  # 0600 in 0700 folders, never through a link (cdckit.fsutil)
+            write_private(self._local(relative), data.encode())
             return
         with self._fs.open_output_stream(self._key(relative)) as stream:
             stream.write(data.encode())

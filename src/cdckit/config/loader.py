@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import ipaddress
 import json
 import os
 import re
@@ -24,6 +25,13 @@ from cdckit.config.properties import (
     YUGABYTEDB_CONNECTOR,
     Property,
 )
+from cdckit.config.secrets import (
+    holds_secret,
+    redact,
+    remember_settings,
+    shown_name,
+    shown_value,
+)
 from cdckit.errors import ConfigurationError
 from cdckit.formats.debezium.column_mappers import is_pattern_property, parse_message_key_columns, validate_rule
 from cdckit.formats.debezium.transforms import is_transform_setting
@@ -34,16 +42,20 @@ _FALSE = {"false", "no", "0", "off"}
 _SLOT_NAME = re.compile(r"^[a-z0-9_]{1,63}$")
 _SKIPPABLE_OPS = {"c", "u", "d", "t", "none"}
 _OVERRIDE_PREFIX = "snapshot.select.statement.overrides."
-# Pass-through keys whose values are secrets (SASL JAAS configs, key-store passwords, tokens...).
-_SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|connection\.string|sas\.key", re.IGNORECASE)
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+_METRICS_ENDPOINT = ("cdckit.metrics.host", "cdckit.metrics.timeout.ms", "cdckit.metrics.max.connections")
 
 
 class Config:
-    """Validated, typed connector settings. ``str(config)`` never shows secrets."""
+    """Validated, typed connector settings. ``str(config)`` never shows secrets (``cdckit.config.secrets``)."""
 
-    def __init__(self, values: dict[builtins.str, object], passthrough: dict[builtins.str, builtins.str]) -> None:
+    def __init__(self, values: dict[builtins.str, object], passthrough: dict[builtins.str, builtins.str],
+                 resolved_secrets: frozenset[builtins.str] = frozenset()) -> None:
         self._values = values
         self.passthrough = passthrough
+        # settings whose value came from a secret store (${secret:...}): hidden whatever their name
+        self.resolved_secrets = resolved_secrets
 
     def __getitem__(self, name: builtins.str) -> object:
         return self._values[name]
@@ -79,25 +91,30 @@ class Config:
         return "YugabyteDB" if self.is_yugabytedb else "postgresql"
 
     def as_properties(self, include_secrets: builtins.bool = False) -> dict[builtins.str, builtins.str]:
-        """Every setting as strings (what the Spark sources receive as options)."""
+        """Every setting as strings (what the Spark sources receive as options); without ``include_secrets``, those
+        whose name or value holds a secret are left out."""
         out: dict[builtins.str, builtins.str] = {}
         for name, value in self._values.items():
             if value is None:
                 continue
-            if BY_NAME[name].secret and not include_secrets:
+            if not include_secrets and (BY_NAME[name].secret or holds_secret(name)):
                 continue
             out[name] = ",".join(value) if isinstance(value, tuple) else _to_text(value)
-        out.update(self.passthrough)
+        for name, text in self.passthrough.items():
+            if include_secrets or not holds_secret(name):
+                out[name] = text
         return out
 
     def redacted(self) -> dict[builtins.str, builtins.str]:
-        shown = self.as_properties(include_secrets=False)
-        for key in self.passthrough:
-            if _SECRET_KEY.search(key):
-                shown[key] = "********"
-        for prop in BY_NAME.values():
-            if prop.secret and self._values.get(prop.name) is not None:
-                shown[prop.name] = "********"
+        """Every setting as it may be shown: secret values as ``********``, salts hidden in names, passwords inside
+        connection strings hidden (``cdckit.config.secrets``)."""
+        shown: dict[builtins.str, builtins.str] = {}
+        for name, text in self.as_properties(include_secrets=True).items():
+            secret = name in self.resolved_secrets or (name in BY_NAME and BY_NAME[name].secret)
+            key = shown_name(name)
+            if key in shown:  # two salts of one algorithm: both shown, numbered
+                key = next(f"{key}#{n}" for n in range(2, len(shown) + 3) if f"{key}#{n}" not in shown)
+            shown[key] = shown_value(name, text, resolved_secret=secret)
         return shown
 
     def __repr__(self) -> builtins.str:
@@ -278,12 +295,26 @@ def _error_code(exc: Exception) -> str:
 
 
 def validate(raw: Mapping[str, str]) -> Config:
+    """Check every setting at once; a problem found is reported with every secret hidden (``secrets.redact``)."""
     problems: list[str] = []
     values: dict[str, object] = {}
     passthrough: dict[str, str] = {}
+    resolved: dict[str, str] = dict(raw)  # the settings' texts, ${env:...} and ${secret:...} replaced
+    from_secrets = frozenset(key for key, text in raw.items() if "${secret:" in text)
+    try:
+        _validate(raw, values, passthrough, resolved, problems)
+    finally:  # this configuration's secrets are hidden from here on, in its problems, errors and the log
+        remember_settings(resolved, from_secrets)
+    if problems:
+        raise ConfigurationError([redact(problem) for problem in problems])
+    return Config(values, passthrough, from_secrets)
+
+
+def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: dict[str, str],
+              resolved: dict[str, str], problems: list[str]) -> None:
     for key, text in raw.items():
         if key.startswith(PASSTHROUGH_PREFIXES):
-            passthrough[key] = _resolve(text, key, problems)
+            passthrough[key] = resolved[key] = _resolve(text, key, problems)
             continue
         if is_transform_setting(key):  # checked as a whole below; the Spark side applies them
             passthrough[key] = text
@@ -313,7 +344,8 @@ def validate(raw: Mapping[str, str]) -> Config:
         if prop is None:
             problems.append(_unknown(key))
             continue
-        values[key] = _parse(prop, _resolve(text, key, problems), problems)
+        resolved[key] = _resolve(text, key, problems)
+        values[key] = _parse(prop, resolved[key], problems)
     connector_class = str(values.get("connector.class") or "")
     for prop in BY_NAME.values():
         if values.get(prop.name) in (None, ""):
@@ -339,10 +371,8 @@ def validate(raw: Mapping[str, str]) -> Config:
                             "transactionEventCounter, transactionLastEvent): remove it with cdckit.message.format=qlik")
     _check_connector_family(raw, values, connector_class, problems)
     _check_combinations(values, problems, passthrough)
+    _check_metrics_endpoint(raw, values, problems)
     _check_transforms(values, problems, passthrough)
-    if problems:
-        raise ConfigurationError(problems)
-    return Config(values, passthrough)
 
 
 _FAMILY_NAMES = {"sqlserver": "SQL Server", "postgres": "PostgreSQL and YugabyteDB"}
@@ -386,7 +416,7 @@ LAKE_REPLACED = (
 def _unknown(key: str) -> str:
     close = difflib.get_close_matches(key, list(BY_NAME), n=1, cutoff=0.75)
     hint = f"; did you mean {close[0]}?" if close else "; remove it (see `cdckit properties` for the list)"
-    return f"unknown property {key}{hint}"
+    return f"unknown property {shown_name(key)}{hint}"
 
 
 def _parse(prop: Property, text: str, problems: list[str]) -> object:
@@ -457,9 +487,6 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
         metric_tags(str(values.get("custom.metric.tags") or ""))
     except ValueError as exc:
         problems.append(str(exc))
-    port = values.get("cdckit.metrics.port")
-    if isinstance(port, int) and port > 65535:
-        problems.append(f"cdckit.metrics.port={port} is not a TCP port (1 to 65535, or 0 for no endpoint)")
     if values.get("cdckit.sink") == "kafka" and not passthrough.get("kafka.bootstrap.servers"):
         problems.append("kafka.bootstrap.servers is required for cdckit.sink=kafka (host:port,...)")
     api_timeout = passthrough.get("kafka.default.api.timeout.ms")
@@ -502,6 +529,29 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
     prefix = str(values.get("topic.prefix") or "")
     if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
         problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")
+
+
+def _check_metrics_endpoint(raw: Mapping[str, str], values: dict[str, object], problems: list[str]) -> None:
+    port = values.get("cdckit.metrics.port")
+    if isinstance(port, int) and port > 65535:
+        problems.append(f"cdckit.metrics.port={port} is not a TCP port (1 to 65535, or 0 for no endpoint)")
+    host = str(values.get("cdckit.metrics.host") or "")
+    if host and not _is_address(host):
+        problems.append(f"cdckit.metrics.host={host!r} is neither an IP address nor a host name; use 127.0.0.1 (this "
+                        f"machine only), 0.0.0.0 (every interface) or the address Prometheus scrapes")
+    if not port:
+        for key in _METRICS_ENDPOINT:
+            if key in raw and values.get(key) != BY_NAME[key].default:
+                problems.append(f"{key} configures the Prometheus endpoint, which cdckit.metrics.port=0 turns off; "
+                                f"set cdckit.metrics.port or remove {key}")
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return bool(_HOST_NAME.match(host))
+    return True
 
 
 def _check_transforms(values: dict[str, object], problems: list[str], passthrough: dict[str, str]) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cdckit.config.secrets import is_secret_name
+
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 YUGABYTEDB_CONNECTOR = "io.debezium.connector.postgresql.YugabyteDBConnector"
 SQLSERVER_CONNECTOR = "io.debezium.connector.sqlserver.SqlServerConnector"
@@ -33,7 +35,8 @@ class Property:
 
     @property
     def secret(self) -> bool:
-        return self.kind == "password"
+        """Its value is hidden wherever it is shown (``cdckit.config.secrets``)."""
+        return self.kind == "password" or is_secret_name(self.name)
 
 
 def _port_default(connector_class: str) -> int:
@@ -205,6 +208,13 @@ PROPERTIES: tuple[Property, ...] = (
     # -- metrics (docs/monitoring.md) -------------------------------------------------------------------
     Property("cdckit.metrics.port", "int", 0, "port of the driver's Prometheus endpoint (/metrics) with "
              "Debezium's metrics (0 = none)", minimum=0),
+    Property("cdckit.metrics.host", "string", "127.0.0.1", "address the Prometheus endpoint listens on: the "
+             "loopback by default (this machine only); where Prometheus scrapes the driver from another host "
+             "(Kubernetes, EMR) 0.0.0.0 (every interface) or the pod's or node's address"),
+    Property("cdckit.metrics.timeout.ms", "int", 10000, "the Prometheus endpoint drops a connection that has not "
+             "sent its whole request within this time, or does not take the answer within it", minimum=100),
+    Property("cdckit.metrics.max.connections", "int", 8, "connections the Prometheus endpoint serves at once, each "
+             "on a thread of the driver; more are closed at once", minimum=1),
     Property("cdckit.metrics.cloudwatch.namespace", "string", "", "CloudWatch namespace the driver sends "
              "Debezium's metrics to after each batch, through boto3 (empty = none)"),
     Property("custom.metric.tags", "string", "", "k1=v1,k2=v2: labels (Prometheus) and dimensions (CloudWatch) "

@@ -1,4 +1,4 @@
-"""The driver's Prometheus endpoint (``cdckit.metrics.port``), with the standard client library.
+"""The driver's Prometheus endpoint (``cdckit.metrics.port``), with the standard client library's exposition.
 
 Debezium's values carry the names the Prometheus JMX exporter gives Debezium's MBeans with the rules Debezium's
 monitoring examples ship (``debezium_metrics_<Attribute>`` with the labels ``plugin``, ``name``, ``task``,
@@ -9,13 +9,21 @@ strings, are the labels of ``cdckit_last_event_info``.
 
 from __future__ import annotations
 
+import io
+import logging
+import socket
+import sys
+import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from http.server import ThreadingHTTPServer
+from typing import Any, ClassVar
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.exposition import MetricsHandler
 from prometheus_client.registry import Collector
 
-from cdckit.errors import CdcKitError
+from cdckit.errors import CdcKitError, first_line
 from cdckit.observe.metrics import STREAMING, ConnectorMetrics
 
 OWN = {"SlotRetainedWalBytes": ("cdckit_slot_retained_wal_bytes", "WAL the replication slot keeps (bytes)"),
@@ -25,6 +33,7 @@ OWN = {"SlotRetainedWalBytes": ("cdckit_slot_retained_wal_bytes", "WAL the repli
                                 "SQL Server: seconds of changes between the cleanup job's low-water mark and the "
                                 "stream's position (0: the next cleanup may remove changes not yet read)")}
 LABELS = ("plugin", "name", "task", "context", "database")
+log = logging.getLogger("cdckit.metrics")
 
 
 class DebeziumCollector(Collector):
@@ -70,21 +79,108 @@ class DebeziumCollector(Collector):
                     yield gauge
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reading side whose every read ends by one deadline: a request sent a byte at a time does not
+    hold its thread longer than the timeout."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request was not received in time")
+        self.sock.settimeout(remaining)
+        return self.sock.recv_into(buffer)
+
+
+class _Handler(MetricsHandler):
+    """``/metrics`` (prometheus_client's handler) with one deadline for the whole request, and ``timeout`` again for
+    the answer to be taken. One request per connection (HTTP/1.0)."""
+
+    timeout: ClassVar[float | None] = 10.0  # set by Endpoint; never None here
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + (self.timeout or 10.0)))
+
+    def do_GET(self) -> None:
+        self.connection.settimeout(self.timeout)  # sendall's timeout bounds the whole answer
+        super().do_GET()
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """An HTTP server that serves at most ``max_connections`` connections at once, each on its own daemon thread
+    for at most about twice ``timeout`` seconds; a connection beyond that is closed as soon as it is accepted, on the
+    accepting thread. The driver's threads therefore grow by ``max_connections`` at most, whatever clients do."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64  # a burst of connections waits in the kernel to be accepted (and closed if over the cap)
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], max_connections: int,
+                 family: socket.AddressFamily = socket.AF_INET) -> None:
+        self.address_family = family
+        self.slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # every slot is taken: this connection gets no thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or stalled is no error of the job's; another failure is logged on one line."""
+        failure = sys.exc_info()[1]
+        if failure is not None and not isinstance(failure, OSError):
+            log.warning("serving /metrics failed: %s: %s", type(failure).__name__, first_line(failure))
+
+
 class Endpoint:
-    """``/metrics`` on the driver's ``port`` (all interfaces) while the job runs."""
+    """``/metrics`` on the driver's ``host`` and ``port`` while the job runs (``cdckit.metrics.host``: the loopback
+    by default), serving ``max_connections`` clients at once that each have ``timeout_s`` to send their request."""
 
-    def __init__(self, metrics: ConnectorMetrics, port: int) -> None:
-        from prometheus_client import start_http_server
-
+    def __init__(self, metrics: ConnectorMetrics, port: int, host: str = "127.0.0.1", timeout_s: float = 10.0,
+                 max_connections: int = 8) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(DebeziumCollector(metrics))
+        handler = type("CdcKitMetricsHandler", (_Handler,), {"registry": self.registry, "timeout": timeout_s})
         try:
-            self.server, self.thread = start_http_server(port, addr="0.0.0.0", registry=self.registry)
+            family, address = _bind_address(host, port)
+            self.server = BoundedServer(address, handler, max_connections, family)
         except OSError as exc:
-            raise CdcKitError(f"cdckit.metrics.port={port}: the driver cannot serve metrics there ({exc.strerror}); "
-                              f"choose a free port, or 0 for none") from None
+            raise CdcKitError(f"cdckit.metrics.host={host}, cdckit.metrics.port={port}: the driver cannot serve "
+                              f"metrics there ({exc.strerror or exc}); choose a free port and an address of this "
+                              f"machine, or port 0 for none") from None
+        self.thread = threading.Thread(target=self.server.serve_forever, name="cdckit-metrics", daemon=True)
+        self.thread.start()
+        self.host = host
         self.port = int(self.server.server_address[1])
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def _bind_address(host: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int]]:
+    """The address family and address to bind ``host`` (an address or a name of this machine) and ``port``."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, address = infos[0]
+    return family, (str(address[0]), int(address[1]))

@@ -50,7 +50,10 @@ class Observer:
         if port:
             from cdckit.observe.prometheus import Endpoint
 
-            self.endpoint = Endpoint(self.metrics, port)
+            self.endpoint = Endpoint(
+                self.metrics, port, host=options.get("cdckit.metrics.host", "") or "127.0.0.1",
+                timeout_s=int(options.get("cdckit.metrics.timeout.ms", "") or "10000") / 1000,
+                max_connections=int(options.get("cdckit.metrics.max.connections", "") or "8"))
         namespace = options.get("cdckit.metrics.cloudwatch.namespace", "")
         if namespace:
             from cdckit.observe.cloudwatch import CloudWatchPublisher

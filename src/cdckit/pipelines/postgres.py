@@ -41,6 +41,7 @@ from cdckit.dialect.postgres.replication import (
 from cdckit.errors import SnapshotStateError
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_topic, topic_name
 from cdckit.formats.debezium.transaction import transaction_topic
+from cdckit.fsutil import private_folder
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
 from cdckit.pipelines.base import (
@@ -257,8 +258,7 @@ def set_aside_written_files(config: Config) -> None:
     output = Path(config.str("cdckit.output.path"))
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for path in sorted(output.glob("*/snapshot-*.jsonl")) + sorted(output.glob("*/stream-*.jsonl")):
-        folder = path.parent / f"superseded-{stamp}"
-        folder.mkdir(exist_ok=True)
+        folder = private_folder(path.parent / f"superseded-{stamp}", follow_link=False)
         path.rename(folder / path.name)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from cdckit.config.secrets import SECRET_NAME_REGEX
 from cdckit.spark.compat import check_spark
 from cdckit.spark.sinks.kafka import use_v2_write
 from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
@@ -18,7 +19,8 @@ from cdckit.spark.sources.sqlserver_snapshot import SqlServerSnapshotDataSource
 from cdckit.spark.sources.sqlserver_stream import SqlServerChangeDataSource
 
 DEFAULT_LOCAL_MASTER = "local[2]"
-REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|connection[.]string|sas[.]?key|credential"
+# Spark's own default (secret|password|token|access[.]?key) and every name cdckit.config.secrets holds secret
+REDACTION_REGEX = rf"(?i)secret|password|token|access[.]?key|{SECRET_NAME_REGEX}"
 
 
 def submitted() -> bool:

@@ -1,0 +1,60 @@
+"""The files and folders cdckit itself writes on a local file system (its state, status and offset documents):
+readable by their owner only, written whole, never through a symbolic link.
+
+``write_private`` writes a file as ``0600`` through a temporary file ``tempfile.mkstemp`` creates in the target's
+folder (``O_CREAT | O_EXCL``, an unpredictable name, so no file or link planted there is opened), then renames it
+over the final name: a symbolic link at the final name is replaced, not followed. ``private_folder`` creates the
+missing folders of a path as ``0700``. Folders that exist already are left as they are (the checkpoint location may
+be shared or mounted by design). Spark's own files (its checkpoint, the sinks' data files) are Spark's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
+
+
+def private_folder(path: Path | str, follow_link: bool = True) -> Path:
+    """Create ``path`` and its missing parents, each ``0700``; an existing folder is kept as it is. With
+    ``follow_link=False`` a symbolic link at ``path`` itself is refused (``FileExistsError``) instead of used."""
+    path = Path(path)
+    missing: list[Path] = []
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile (another process): checked below as any other
+            os.mkdir(folder, PRIVATE_FOLDER)
+    status = os.lstat(path)
+    if stat.S_ISLNK(status.st_mode) and not follow_link:
+        raise FileExistsError(errno.EEXIST, "a symbolic link stands where cdckit makes a folder; remove it",
+                              str(path))
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(path))
+    return path
+
+
+def write_private(path: Path | str, data: bytes) -> None:
+    """Replace the file ``path`` whole with ``data``, readable and writable by its owner only (``0600``), through
+    an exclusive temporary file of an unpredictable name in the same folder, synced, then renamed over ``path``."""
+    path = Path(path)
+    folder = private_folder(path.parent)
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
