@@ -89,3 +89,13 @@ class UnsupportedValueError(CdcKitError, ValueError):
 
 class SinkWriteError(CdcKitError):
     """The sink could not write a batch (disk full, permissions); the batch is not committed and comes again."""
+
+
+class TopicCollisionError(CdcKitError):
+    """Two captured tables would write to one topic (their names differ only where topic names replace
+    characters); refused at job start."""
+
+
+class OutputPathError(CdcKitError):
+    """A file would be written outside its configured folder (a topic name that is not one plain folder name, or a
+    symbolic link leading elsewhere); refused before anything is written."""

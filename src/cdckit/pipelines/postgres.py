@@ -39,7 +39,13 @@ from cdckit.dialect.postgres.replication import (
     slot_status,
 )
 from cdckit.errors import SnapshotStateError
-from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_topic, topic_name
+from cdckit.formats.debezium.envelope import (
+    TableFormat,
+    check_distinct_topics,
+    format_settings,
+    heartbeat_topic,
+    topic_name,
+)
 from cdckit.formats.debezium.transaction import transaction_topic
 from cdckit.fsutil import private_folder
 from cdckit.observe.metrics import ConnectorMetrics
@@ -65,12 +71,13 @@ log = logging.getLogger("cdckit")
 
 
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
-    """Connect, check the server and the tables, and make sure the publication covers them."""
+    """Connect, check the server and the tables (no two of one topic), and make sure the publication covers them."""
     options = config.as_properties(include_secrets=True)
     with closing(connect(options)) as conn:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
         tables = discover_tables(conn, options)
         settings = format_settings(options)
+        check_distinct_topics(((t.schema, t.name), topic_name(settings, t.schema, t.name)) for t in tables)
         for table in tables:
             TableFormat(table, settings)  # an unsupported column type is reported now, not in a Spark task
         ensure_publication(conn, options, tables)

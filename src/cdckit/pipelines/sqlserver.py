@@ -38,7 +38,7 @@ from cdckit.dialect.sqlserver.snapshot import (
 )
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
-from cdckit.formats.debezium.envelope import TableFormat, format_settings
+from cdckit.formats.debezium.envelope import TableFormat, check_distinct_topics, format_settings, topic_name
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
@@ -70,7 +70,8 @@ def _previously_captured(config: Config, database: str) -> list[str]:
 
 
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
-    """Check every database (CDC on, Agent running) and every captured table (types it can map)."""
+    """Check every database (CDC on, Agent running) and every captured table (types it can map, no two of one
+    topic)."""
     options = config.as_properties(include_secrets=True)
     settings = format_settings(options)
     instances: list[CaptureInstance] = []
@@ -84,6 +85,8 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
             TableFormat(instance, settings)  # an unsupported column type is reported now, not in a Spark task
         instances.extend(found)
     check_include_list(options, instances)
+    check_distinct_topics(((i.database, i.schema, i.name), topic_name(settings, i.schema, i.name, i.database))
+                          for i in instances)
     return options, instances
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
 
-from cdckit.errors import UnsupportedValueError
+from cdckit.errors import TopicCollisionError, UnsupportedValueError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Row
 from cdckit.formats.debezium.column_mappers import (
     ColumnMapping,
@@ -30,7 +30,7 @@ from cdckit.formats.debezium.column_mappers import (
     parse_message_key_columns,
     parse_rules,
 )
-from cdckit.formats.debezium.naming import adjust_name, adjust_schema_name
+from cdckit.formats.debezium.naming import adjust_name, adjust_schema_name, data_change_topic
 from cdckit.formats.debezium.pg_toast import PLACEHOLDER, unavailable_value
 from cdckit.formats.debezium.postgres_types import ColumnType, MappedField, MappingSettings, map_column
 from cdckit.formats.debezium.source import PostgresSource, SourceBlock, SqlServerSource
@@ -154,9 +154,34 @@ def dumps(document: object) -> str:
 
 
 def topic_name(settings: FormatSettings, schema: str, table: str, database: str = "") -> str:
+    """A table's topic, as Debezium names it: ``<prefix>.<schema>.<table>`` (SQL Server:
+    ``<prefix>.<database>.<schema>.<table>``), every character outside ``[A-Za-z0-9._-]`` replaced with ``_``
+    (``naming.data_change_topic``)."""
     if settings.is_sqlserver:
-        return f"{settings.topic_prefix}.{database or settings.database}.{schema}.{table}"
-    return f"{settings.topic_prefix}.{schema}.{table}"
+        return data_change_topic(settings.topic_prefix, (database or settings.database, schema, table))
+    return data_change_topic(settings.topic_prefix, (schema, table))
+
+
+def table_label(parts: Sequence[str]) -> str:
+    """A table's name for a message, each part quoted as SQL quotes identifiers (``"app"."a b"``), so a name with
+    dots stays unambiguous, and characters that do not print escaped, so the message stays one line."""
+    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in quoted)
+
+
+def check_distinct_topics(tables: Iterable[tuple[Sequence[str], str]]) -> None:
+    """Refuse two captured tables that would write to one topic (``TopicCollisionError``, one line naming both):
+    ``tables`` holds each table's name parts (schema and table; SQL Server: database first) and its topic. Topic
+    names replace characters (``topic_name``), so ``app."a b"`` and ``app.a_b`` are both ``<prefix>.app.a_b``, and
+    a dot in a name makes ``"app"."x.y"`` and ``"app.x"."y"`` one topic too."""
+    seen: dict[str, tuple[str, ...]] = {}
+    for parts, topic in tables:
+        other = seen.setdefault(topic, tuple(parts))
+        if other != tuple(parts):
+            raise TopicCollisionError(
+                f"captured tables {table_label(other)} and {table_label(parts)} would both write to topic {topic} "
+                f"(topic names replace every character outside A-Z, a-z, 0-9, '.', '_' and '-' with '_', as "
+                f"Debezium's do, and join the names with '.'); leave one out with table.exclude.list or rename one")
 
 
 def source_block(settings: FormatSettings) -> SourceBlock:
@@ -231,11 +256,10 @@ class TableFormat:
         self._read_plan = [(name, json_name, f.read_value, mapper, placeholder, fallback, default) for
                            (name, json_name, _convert, mapper, placeholder, fallback, default), f in
                            zip(self._value_plan, self._value_fields, strict=True)]
-        base = f"{settings.topic_prefix}.{self.database}." if settings.is_sqlserver else f"{settings.topic_prefix}."
-        base += f"{table.schema}.{table.name}"
+        # Debezium's record schema names start with the table's (sanitised) topic: recordSchemaPrefix (naming.py)
 
         def schema_name(suffix: str) -> str:
-            return adjust_schema_name(f"{base}.{suffix}", settings.schema_name_adjustment)
+            return adjust_schema_name(f"{self.topic}.{suffix}", settings.schema_name_adjustment)
 
         self.key_schema = {"type": "struct", "fields": [f.mapped.schema for f in self._key_fields],
                            "optional": False, "name": schema_name("Key")}

@@ -7,6 +7,10 @@ Files layout (``cdckit.output.path``)::
                                                       in position order, after those of partition 0
     <output>/<topic>/stream-000000000012.jsonl        events of micro-batch 12 (SQL Server), in position order
 
+A topic's folder is its name, which Debezium's topic naming keeps to ``[A-Za-z0-9._-]`` and never ``.`` or ``..``;
+a topic (one a transform routed records to) that is no plain folder name, or a folder or file that leads outside
+the output folder through a symbolic link, is refused before anything of the task is written (``topic_folder``).
+
 Each line is one Kafka record: ``{"topic": ..., "key": <key JSON>, "value": <value JSON or null>,
 "headers": [...]}``; a binary (Avro) value is a base64 string followed by ``"valueEncoding": "base64"``.
 Files are written to a temporary name and renamed, and a replayed batch rewrites the same file, so a restart
@@ -22,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, on_partitions, summarize
-from cdckit.spark.sinks.jsonl import file_writer
+from cdckit.spark.sinks.jsonl import file_writer, topic_folder
 from cdckit.spark.transforms import has_transforms
 
 
@@ -68,10 +72,11 @@ def clear_snapshot_files(output: str) -> None:
 
 
 def read_records(output: str, topic: str) -> Iterator[dict[str, Any]]:
-    """Read back one topic's records in order (snapshot files first, then stream batches)."""
+    """Read back one topic's records in order (snapshot files first, then stream batches); a topic that cannot be a
+    folder under ``output`` is refused (``topic_folder``)."""
     import orjson
 
-    folder = Path(output) / topic
+    folder = topic_folder(output, topic)
     if not folder.exists():
         return
     files = sorted(folder.glob("snapshot-*.jsonl")) + sorted(folder.glob("stream-*.jsonl"))

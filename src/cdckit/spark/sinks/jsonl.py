@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pyspark import TaskContext
 
+from cdckit.errors import OutputPathError
 from cdckit.formats.arrow_text import join, merge
 from cdckit.spark.sinks.base import WriteSummary, on_partitions, persist_controls, summarize
 
@@ -276,25 +277,77 @@ class _TopicFile:
             self.temporary.unlink(missing_ok=True)
 
 
+def _folder_name_problem(topic: str) -> str | None:
+    """Why ``topic`` cannot be a folder's name (None: it can): it must be one plain path part."""
+    if topic in ("", ".", ".."):
+        return "it is not a folder name"
+    if "/" in topic or "\\" in topic or (os.altsep and os.altsep in topic):
+        return "it holds a path separator"
+    if "\0" in topic:
+        return "it holds a NUL character"
+    return None
+
+
+def _outside(path: Path, root: Path) -> str | None:
+    """Where ``path`` really leads (symbolic links followed), when that is not inside ``root`` (resolved)."""
+    resolved = path.resolve()
+    return None if resolved.is_relative_to(root) and resolved != root else str(resolved)
+
+
+def topic_folder(output: str | Path, topic: str, within: str | Path | None = None) -> Path:
+    """A topic's folder, ``<output>/<topic>``; refused with an ``OutputPathError`` unless the topic is one plain
+    folder name (no ``/`` or ``\\``, not ``.`` or ``..``) and the folder, symbolic links followed, lies inside
+    ``within`` (the configured folder; default ``output``). Topic names as cdckit makes them always are (Debezium's
+    topic names, ``naming.sanitized_topic_name``); a single message transform may route records elsewhere."""
+    folder = Path(output) / topic
+    problem = _folder_name_problem(topic)
+    if problem is None:
+        leads = _outside(folder, Path(within if within is not None else output).resolve())
+        problem = None if leads is None else f"its folder leads to {leads}, outside it"
+    if problem is not None:
+        shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in topic)
+        raise OutputPathError(f"topic '{shown}' cannot be written under {within or output}: {problem}; nothing was "
+                              f"written (route the topic to a name of letters, digits, '.', '_' and '-')")
+    return folder
+
+
 class TopicFiles:
     """One task's records as files ``<output>/<topic>/<name>.jsonl``: written to a temporary name (as
     ``_TopicFile`` writes it), synced and renamed by ``commit``, so a file is whole or absent, and a task run again
     writes the same file again.
 
-    An ``OSError`` becomes a ``SinkWriteError`` that says the batch is written again, whole, on the next run.
+    An ``OSError`` becomes a ``SinkWriteError`` that says the batch is written again, whole, on the next run. A
+    file that would lie outside ``within`` (the configured folder; default ``output``) is refused with an
+    ``OutputPathError`` before any of its batch is written (``topic_folder``): nothing of the task's stays.
     """
 
-    def __init__(self, output: str, name: str) -> None:
+    def __init__(self, output: str, name: str, within: str | None = None) -> None:
         self.output = output
         self.name = name
+        self.within = within if within is not None else output
         self.files: dict[str, _TopicFile] = {}
+        self.folders: dict[str, Path] = {}  # topic folders checked (topic_folder), not created yet
         self.counts: Counter[str] = Counter()
         self._stage: memoryview | None = None
+
+    def _checked(self, topic: str) -> Path:
+        """The topic's folder, checked once (``topic_folder``), and its files' paths checked as well."""
+        folder = self.folders.get(topic)
+        if folder is None:
+            folder = topic_folder(self.output, topic, self.within)
+            root = Path(self.within).resolve()
+            for path in (folder / f".{self.name}.jsonl.tmp", folder / f"{self.name}.jsonl"):
+                leads = _outside(path, root)
+                if leads is not None:
+                    raise OutputPathError(f"{path} cannot be written: it leads to {leads}, outside "
+                                          f"{self.within}; nothing was written")
+            self.folders[topic] = folder
+        return folder
 
     def _file(self, topic: str) -> _TopicFile:
         file = self.files.get(topic)
         if file is None:
-            folder = Path(self.output) / topic
+            folder = self._checked(topic)
             folder.mkdir(parents=True, exist_ok=True)
             # the topics' folders share the output's file system: asked once, for the first
             if not self.files and direct_writes_suit(folder):
@@ -304,7 +357,15 @@ class TopicFiles:
         return file
 
     def write(self, batch: pa.RecordBatch) -> None:
-        """Append a batch of records (``rows.EVENT_SCHEMA``, no control rows), each to its topic's file."""
+        """Append a batch of records (``rows.EVENT_SCHEMA``, no control rows), each to its topic's file; every
+        topic's folder is checked before any line of the batch is written."""
+        if batch.num_rows:
+            try:
+                for topic in batch.column("topic").unique().to_pylist():
+                    self._checked(topic)
+            except BaseException:
+                self.abort()
+                raise
         try:
             for topic, lines, count in lines_by_topic(batch):
                 self._file(topic).write(lines)
@@ -374,12 +435,13 @@ def written_rows(batches: Iterable[pa.RecordBatch], files: TopicFiles) -> Iterat
                               for topic, count in counts.items()])
 
 
-def file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None
-                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
+def file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None,
+                within: str | None = None) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
+    """Each task's records as ``TopicFiles`` under ``output``, every file inside ``within`` (default ``output``)."""
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
         control_rows: list[pa.RecordBatch] = []
-        counts = TopicFiles(output, f"{label}{suffix}").write_all(without_controls(batches, control_rows))
+        counts = TopicFiles(output, f"{label}{suffix}", within).write_all(without_controls(batches, control_rows))
         controls = [value for rows in control_rows for value in rows.column("value").to_pylist()]
         persist_controls(controls_dir, controls)
         yield from counts.items()
@@ -390,6 +452,7 @@ def file_writer(output: str, label: str, per_partition: bool, controls_dir: str 
 
 
 def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
-    """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``."""
-    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True)
+    """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``, every file
+    inside ``<output>`` (``topic_folder``)."""
+    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True, within=output)
     return summarize(on_partitions(df, writer, arrow=True))
