@@ -380,6 +380,36 @@ def test_signal_runs_an_incremental_snapshot_that_never_goes_back_in_time(model:
     assert not records(config, "server1.testDB.dbo.debezium_signal")  # signals are not data
 
 
+def test_a_signals_filter_reads_only_its_rows_and_a_hostile_one_reads_nothing(model: SqlServerModel, spark: Any,
+                                                                             workdir: Path) -> None:
+    _signal_table(model)
+    with model.transaction("testDB") as tx:
+        for i in range(1, 41):
+            tx.insert("dbo", "customers", {"id": i, "email": f"user{i}@example.com"})
+    config = sqlserver_config(model, workdir, **{"snapshot.mode": "no_data", "table.include.list": "dbo\\.customers",
+                                                 "signal.data.collection": "testDB.dbo.debezium_signal",
+                                                 "incremental.snapshot.chunk.size": "10"})
+    run_stream(spark, config)
+
+    def signal(signal_id: str, condition: str) -> None:
+        data = ('{"data-collections": ["testDB.dbo.customers"], "additional-conditions": '
+                f'[{{"data-collection": "testDB.dbo.customers", "filter": "{condition}"}}]}}')
+        with model.transaction("testDB") as tx:
+            tx.insert("dbo", "debezium_signal", {"id": signal_id, "type": "execute-snapshot", "data": data})
+        run_stream(spark, config)
+        run_stream(spark, config)
+
+    # T-SQL's reach into other servers, a column the table does not have, a conversion SQL Server refuses (245):
+    # refused or dropped at planning, never a failed batch
+    signal("hostile", "EXISTS (SELECT * FROM OPENQUERY(linked, 'SELECT 1'))")
+    signal("unknown-column", "salary > 100")
+    signal("type-error", "id = 'many'")
+    assert [r for r in records(config, TOPIC) if r["value"]] == []
+    signal("filtered", "id BETWEEN 5 AND 9 OR email LIKE 'user3%'")
+    reads = [payload(r["value"]) for r in records(config, TOPIC) if r["value"] and payload(r["value"])["op"] == "r"]
+    assert sorted(r["after"]["id"] for r in reads) == [3, 5, 6, 7, 8, 9, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39]
+
+
 def test_stop_snapshot_signal_cancels_a_requested_snapshot(model: SqlServerModel, spark: Any, workdir: Path) -> None:
     _signal_table(model)
     config = sqlserver_config(model, workdir, **{"snapshot.mode": "no_data", "table.include.list": "dbo\\.customers",

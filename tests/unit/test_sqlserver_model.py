@@ -717,3 +717,27 @@ def test_capture_job_latency_and_cleanup_margin_as_the_metrics_read_them(tmp_pat
     assert capture_health(cursor, "testDB", ["dbo_customers"], lsn_int(second))["CleanupMarginSeconds"] == 0.0
     assert capture_health(cursor, "testDB", ["dbo_customers"], None)["CleanupMarginSeconds"] is None
     conn.close()
+
+
+def test_a_signals_condition_is_evaluated_in_three_valued_logic_and_compiled_against_the_table(
+        model: SqlServerModel, conn: ssm.Connection) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "name": "Ann@example.com"})
+        tx.insert("dbo", "customers", {"id": 2, "name": None})
+        tx.insert("dbo", "customers", {"id": 3, "name": "bob@example.org"})
+    db = q.quote_name("testDB")
+
+    def ids(condition: str) -> list[int]:
+        return [r[0] for r in rows(conn, q.select_rows(db, "dbo", "customers", ["id"], ["id"], False, False,
+                                                       condition))]
+
+    assert ids("name LIKE 'ann%'") == [1]  # the default collation: any case
+    assert ids("NOT (name LIKE '%.org')") == [1]  # NOT UNKNOWN is UNKNOWN: the NULL row stays out
+    assert ids("name IS NULL OR id IN (3, NULL)") == [2, 3]
+    assert ids("id BETWEEN 2 AND 3 AND name = 'BOB@example.org  '") == [3]  # = ignores trailing blanks
+    assert ids("id > '1'") == [2, 3]  # the literal takes the column's type
+    with pytest.raises(ssm.DataError, match="245"):
+        ids("id = 'many'")
+    with pytest.raises(ssm.ProgrammingError, match="Invalid column name 'salary'"):
+        rows(conn, q.try_condition(db, "dbo", "customers", "salary > 1"))
+    assert rows(conn, q.try_condition(db, "dbo", "customers", "id = 1")) == []

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from cdckit.dialect.sqlserver import queries as q
 
+from . import _conditions
 from . import _sqlite as store
 from ._cdc import datetime_text, disable_table, enable_table
 from ._errors import (
@@ -81,7 +82,8 @@ def split_list(text: str) -> list[str]:
 
 
 def _compile(rendered: str) -> re.Pattern[str]:
-    """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; QQxQQ = a name inside brackets."""
+    """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; QQxQQ = a name inside brackets;
+    QQCONDQQ = a signal's additional condition."""
     pattern = re.escape(normalise(rendered))
     seen: set[str] = set()
 
@@ -94,6 +96,7 @@ def _compile(rendered: str) -> re.Pattern[str]:
     counter = iter(range(1, 100))
     pattern = re.sub(r"\\\[QQL(\w+?)QQ\\\]", lambda m: group(f"{m[1]}_{next(counter)}", _LIST), pattern)
     pattern = re.sub("QQDBQQ", lambda m: group("db", rf"\[{_IDENT}\]"), pattern)
+    pattern = re.sub("QQCONDQQ", lambda m: group("cond", ".+?"), pattern)
     pattern = re.sub(r"QQ(\w+?)QQ", lambda m: group(m[1], _IDENT), pattern)
     return re.compile(pattern + r"\Z")
 
@@ -335,6 +338,9 @@ def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: S
     if any(len(c) != 1 or c[0].casefold() != key[0].name.casefold() for c in conditions):
         raise UnmodelledStatementError("select_rows: range conditions are only modelled on the first key column")
     rows = [row for _, row in store.table_rows(conn, info)]
+    if "cond" in g:  # a signal's additional condition, before the key range
+        tree = _conditions.parse(g["cond"], info)
+        rows = [row for row in rows if _conditions.holds(tree, info, row)]
     where = g["_sql"].rpartition(" WHERE ")[2] if conditions else ""
     operators = re.findall(r"(>=|<) \?", where)
     for operator, bound in zip(operators, p, strict=True):
@@ -344,6 +350,15 @@ def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: S
     if key:
         rows.sort(key=lambda r: tuple(sort_key(r[c.name]) for c in key))
     return Result([OutColumn(c.name, c) for c in selected], [tuple(r[c.name] for c in selected) for r in rows])
+
+
+def _try_condition(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    info = _table(conn, g)
+    _conditions.parse(g["cond"], info)  # compiled: an unknown column fails, with no row read
+    for _, row in store.table_rows(conn, info):  # and SQL Server may evaluate it on rows TOP (0) never returns
+        _conditions.holds(_conditions.parse(g["cond"], info), info, row)
+        break
+    return Result([_out("", "int", 4, 10, nullable=False)], [])
 
 
 def _key_bounds(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
@@ -428,10 +443,13 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("key_bounds", q.key_bounds(*table, "QQkeyQQ"), _key_bounds),
         ("lock_table", q.lock_table(*table), _lock_table),
     ]
+    entries.append(("try_condition", q.try_condition(*table, "QQCONDQQ"), _try_condition))
     for lower in (False, True):
         for upper in (False, True):
             entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper),
                             _select_rows))
+            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper,
+                                                         "QQCONDQQ"), _select_rows))
     entries.extend(("SET_ISOLATION", sql, _set_isolation) for sql in sorted(set(q.SET_ISOLATION.values())))
     return [(name, _compile(sql), handler) for name, sql, handler in entries]
 

@@ -147,6 +147,12 @@ def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: S
     return f"SELECT {selected} FROM {db}.{quote_name(schema)}.{quote_name(table)}{where}{order}"
 
 
+def try_condition(db: str, schema: str, table: str, condition: str) -> str:
+    """An empty read with a signal's (checked) additional condition: SQL Server compiles it, so an unknown column or a
+    conversion the table's types refuse fails here, before any chunk is planned."""
+    return f"SELECT TOP (0) 1 FROM {db}.{quote_name(schema)}.{quote_name(table)} WHERE ({condition})"
+
+
 def key_bounds(db: str, schema: str, table: str, key: str) -> str:
     return (f"SELECT MIN({quote_name(key)}), MAX({quote_name(key)}), COUNT_BIG(*) "
             f"FROM {db}.{quote_name(schema)}.{quote_name(table)}")

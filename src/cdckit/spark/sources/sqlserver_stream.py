@@ -39,7 +39,7 @@ from cdckit.dialect.sqlserver.changes import (
     server_utc_offset_minutes,
 )
 from cdckit.dialect.sqlserver.connection import connect
-from cdckit.dialect.sqlserver.queries import quote_name
+from cdckit.dialect.sqlserver.queries import quote_name, try_condition
 from cdckit.dialect.sqlserver.snapshot import (
     Chunk,
     ChunkFilter,
@@ -463,8 +463,8 @@ def _condition_runs(cursor: Any, instance: CaptureInstance, request: Any) -> boo
     try:
         check_columns(request.condition, "tsql",
                       [c.name for c in instance.emitted_columns() if c.name not in instance.dropped_columns])
-        cursor.execute(f"SELECT TOP (0) 1 FROM {quote_name(instance.database)}.{quote_name(instance.schema)}."
-                       f"{quote_name(instance.name)} WHERE ({request.condition})")
+        cursor.execute(try_condition(quote_name(instance.database), instance.schema, instance.name,
+                                     request.condition))
         cursor.fetchall()
     except ValueError as error:
         log.error("incremental snapshot of %s dropped: %s", request.qualified_name, error)
