@@ -281,8 +281,9 @@ class Deployment:
         for uri, path in uploads.items():
             if self.step(f"upload {path.relative_to(self.root) if path.is_relative_to(self.root) else path.name} "
                          f"to {uri}"):
-                s3.upload_file(str(path), bucket, uri.removeprefix(f"s3://{bucket}/"),
-                               ExtraArgs={"ServerSideEncryption": "aws:kms"})
+                # no encryption header: the bucket's default applies, the kit's own KMS key (naming aws:kms alone
+                # would take the account's AWS managed key instead)
+                s3.upload_file(str(path), bucket, uri.removeprefix(f"s3://{bucket}/"))
             uris[path.stem] = uri
         connector = json.dumps({"name": outputs["connector"].get("name", f"cdckit-{self.env}"),
                                 "config": outputs["connector"]}, indent=2, sort_keys=True)
@@ -290,7 +291,7 @@ class Deployment:
         if self.step(f"write connector.json ({len(outputs['connector'])} properties, secrets as references) to "
                      f"{config_uri}"):
             s3.put_object(Bucket=bucket, Key=f"{prefix}/connector.json" if prefix else "connector.json",
-                          Body=connector.encode(), ServerSideEncryption="aws:kms")
+                          Body=connector.encode())
         uris["connector"] = config_uri
         return uris
 
@@ -344,9 +345,19 @@ class Deployment:
                     emr.cancel_job_run(applicationId=application_id, jobRunId=run["id"],
                                        shutdownGracePeriodInSeconds=STREAM_SHUTDOWN_GRACE_SECONDS)
                 self._wait_run(emr, application_id, run["id"], ENDED_STATES, wait_seconds)
-        if running and self.step(f"emr-serverless stop_application {application_id} (updated only while stopped)"):
-            emr.stop_application(applicationId=application_id)
-            self._wait_application(emr, application_id, "STOPPED", wait_seconds)
+        # EMR Serverless updates an application only while it is CREATED or STOPPED, and stops one only once no
+        # job runs on it: a snapshot still running is waited for (never cancelled: it would start over)
+        state = emr.get_application(applicationId=application_id)["application"]["state"]
+        if state not in ("CREATED", "STOPPED", "TERMINATED"):
+            snapshot = f"cdckit-{self.env}-snapshot"
+            for run in active_runs(emr, application_id, snapshot):
+                if self.step(f"wait for {snapshot} {run['id']} ({run['state']}): the application stops only once "
+                             f"no job runs on it"):
+                    self._wait_run(emr, application_id, run["id"], ENDED_STATES, wait_seconds)
+            if self.step(f"emr-serverless stop_application {application_id} ({state}; updated only while "
+                         f"stopped)"):
+                emr.stop_application(applicationId=application_id)
+                self._wait_application(emr, application_id, "STOPPED", wait_seconds)
         return bool(running)
 
     def submit_emr(self, runs: Sequence[Mapping[str, Any]], emr: Any, wait_seconds: float = 3600) -> list[str]:
@@ -418,7 +429,9 @@ class Deployment:
         """One Spark operator SparkApplication per job (Kubernetes runtime). The driver and the executors run as the
         jobs' service account (IRSA: the jobs' role, for S3 and MSK). The stream is restarted whenever it ends
         (``Always``: the operator retries ``OnFailure`` only while ``onFailureRetries`` lasts, and not at all
-        without it), a minute apart; the snapshot never (a failed one resumes at the next deploy). Apache Spark has
+        without it). The operator waits attempts x interval before each restart (a linear backoff, its attempts
+        counted until the spec changes), so the interval is short: 10 s, 20 s, ... and 100 failures later, 17
+        minutes. The snapshot is never restarted (a failed one resumes at the next deploy). Apache Spark has
         no ``s3://`` file system: it is S3A there, with the web identity token the service account mounts."""
         account = outputs.get("service_account", "cdckit-jobs")
         manifests = []
@@ -432,7 +445,7 @@ class Deployment:
                     "type": "Python", "pythonVersion": "3", "mode": "cluster", "image": image,
                     "mainApplicationFile": f"local:///opt/cdckit/jobs/{job}.py",
                     "arguments": [uris["connector"]], "sparkVersion": versions.TARGET_SPARK,
-                    "restartPolicy": {"type": "Always", "onFailureRetryInterval": 60,
+                    "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10,
                                       "onSubmissionFailureRetryInterval": 30} if job == "stream"
                     else {"type": "Never"},
                     "sparkConf": conf,

@@ -54,6 +54,8 @@ def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     # moto validates the label against the releases it knows, which end before emr-spark-8.0.0; these steps do
     # not depend on it
     application = emr.create_application(name="cdckit-dev", releaseLabel="emr-7.9.0", type="SPARK")
+    # EMR Serverless creates an application CREATED (moto: STARTED); stopped is the same for these steps: updatable
+    emr.stop_application(applicationId=application["applicationId"])
     return {"s3": s3, "emr-serverless": emr, "application_id": application["applicationId"]}
 
 
@@ -182,7 +184,9 @@ def test_a_stream_found_cancelled_is_started_again_from_its_checkpoint(aws: dict
     said: list[str] = []
     emr = Recorded(aws["emr-serverless"])
     deploy(Deployment("dev", outputs_file=outputs, say=said.append), clients={**aws, "emr-serverless": emr})
-    assert emr.names() == ["start_application", "start_job_run"]  # nothing to stop, no second snapshot
+    # no stream to stop, but the application the first deploy left started is stopped for Terraform's update; no
+    # second snapshot
+    assert emr.names() == ["stop_application", "start_application", "start_job_run"]
     assert f"cdckit-dev-stream: its last run {cancelled} ended CANCELLED (Job run timed out); starting it again " \
            f"from its checkpoint" in said
     assert [state for name, state in _runs(aws) if name == "cdckit-dev-stream"] == ["CANCELLED", "SUCCESS"]

@@ -134,6 +134,7 @@ module "monitoring" {
   name                 = local.name
   application_id       = module.spark.application_id
   kafka_cluster_name   = module.kafka.cluster_name
+  kafka_broker_count   = var.kafka_broker_count
   postgres_instance_id = var.postgres_instance_id
   alarm_emails         = var.alarm_emails
   kms_key_arn          = module.storage.kms_key_arn

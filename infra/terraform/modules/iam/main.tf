@@ -93,9 +93,22 @@ data "aws_iam_policy_document" "jobs" {
   dynamic "statement" {
     for_each = var.kafka_cluster_arn == null ? [] : [1]
     content {
-      sid       = "KafkaWriteTopics"
-      actions   = ["kafka-cluster:CreateTopic", "kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
-      resources = ["${replace(var.kafka_cluster_arn, ":cluster/", ":topic/")}/${var.topic_prefix}*"]
+      sid     = "KafkaWriteTopics"
+      actions = ["kafka-cluster:CreateTopic", "kafka-cluster:DescribeTopic", "kafka-cluster:WriteData", "kafka-cluster:ReadData"]
+      # the connector's topics and no other prefix's: <prefix> (SQL Server's schema changes), <prefix>.<...> (the
+      # tables', the transactions'), and __debezium-heartbeat.<prefix>
+      resources = [for topic in [var.topic_prefix, "${var.topic_prefix}.*", "__debezium-heartbeat.${var.topic_prefix}"] :
+      "${replace(var.kafka_cluster_arn, ":cluster/", ":topic/")}/${topic}"]
+    }
+  }
+  dynamic "statement" {
+    # ReadData needs AlterGroup on the reading consumer's group, as MSK's table of actions says: the quality
+    # report reads the topics back through Spark's Kafka source, whose groups are spark-kafka-*
+    for_each = var.kafka_cluster_arn == null ? [] : [1]
+    content {
+      sid       = "KafkaReadGroups"
+      actions   = ["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"]
+      resources = ["${replace(var.kafka_cluster_arn, ":cluster/", ":group/")}/spark-kafka-*"]
     }
   }
   dynamic "statement" {

@@ -77,20 +77,37 @@ resource "aws_cloudwatch_metric_alarm" "slot_lag" {
   tags                = var.tags
 }
 
+# MSK publishes KafkaDataLogsDiskUsed per broker (dimensions "Cluster Name" and "Broker ID", MSK's metrics table):
+# the alarm watches the fullest broker's disk, a metric math MAX over every broker's
 resource "aws_cloudwatch_metric_alarm" "kafka_disk" {
   count               = var.kafka_cluster_name == null ? 0 : 1
   alarm_name          = "${var.name}-cdckit-kafka-disk"
   alarm_description   = "An MSK broker's data disk is over 80% full."
-  namespace           = "AWS/Kafka"
-  metric_name         = "KafkaDataLogsDiskUsed"
-  dimensions          = { "Cluster Name" = var.kafka_cluster_name }
-  statistic           = "Maximum"
-  period              = 300
   evaluation_periods  = 2
   threshold           = 80
   comparison_operator = "GreaterThanThreshold"
   alarm_actions       = [aws_sns_topic.alarms.arn]
   tags                = var.tags
+
+  metric_query {
+    id          = "fullest"
+    expression  = "MAX([${join(", ", [for broker in range(1, var.kafka_broker_count + 1) : "b${broker}"])}])"
+    label       = "the fullest broker's data disk (%)"
+    return_data = true
+  }
+  dynamic "metric_query" {
+    for_each = range(1, var.kafka_broker_count + 1)
+    content {
+      id = "b${metric_query.value}"
+      metric {
+        namespace   = "AWS/Kafka"
+        metric_name = "KafkaDataLogsDiskUsed"
+        dimensions  = { "Cluster Name" = var.kafka_cluster_name, "Broker ID" = tostring(metric_query.value) }
+        stat        = "Maximum"
+        period      = 300
+      }
+    }
+  }
 }
 
 # -- Debezium's metrics, which the jobs send to CloudWatch (cdckit.metrics.cloudwatch.namespace) ---------------------

@@ -20,6 +20,12 @@ variable "kafka_cluster_name" {
   default     = null
 }
 
+variable "kafka_broker_count" {
+  description = "MSK brokers (their IDs are 1 to this), whose disks the kafka-disk alarm watches."
+  type        = number
+  default     = 3
+}
+
 variable "max_slot_lag_mb" {
   description = "Alarm when the replication slot holds more WAL than this, in MB."
   type        = number

@@ -63,4 +63,7 @@ resource "helm_release" "spark_operator" {
     spark   = { jobNamespaces = [var.namespace] }
     webhook = { enable = true }
   })]
+  # the chart creates its spark ServiceAccount and Role in each of jobNamespaces, which must exist first (its
+  # values.yaml: "Make sure the namespaces have already existed")
+  depends_on = [kubernetes_namespace_v1.jobs]
 }

@@ -46,17 +46,28 @@ data "aws_iam_policy_document" "key" {
     }
   }
   statement {
-    sid       = "AlarmsAndEventsPublishToTheEncryptedTopic"
+    sid       = "AlarmsPublishToTheEncryptedTopic"
     actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
     resources = ["*"]
     principals {
       type        = "Service"
-      identifiers = ["cloudwatch.amazonaws.com", "events.amazonaws.com"]
+      identifiers = ["cloudwatch.amazonaws.com"]
     }
     condition {
       test     = "StringEquals"
       variable = "aws:SourceAccount"
       values   = [local.account]
+    }
+  }
+  # EventBridge (the job run rule) publishing to a KMS-encrypted topic: SNS's developer guide says source conditions
+  # (aws:SourceAccount, aws:SourceArn) are not supported in the key policy for it, so this statement has none
+  statement {
+    sid       = "EventsPublishToTheEncryptedTopic"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    resources = ["*"]
+    principals {
+      type        = "Service"
+      identifiers = ["events.amazonaws.com"]
     }
   }
 }

@@ -65,9 +65,10 @@ Modelled:
   identity errors carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
 * Plain table reads (``select_rows``, ``read_signals``, ``key_bounds``, ``lock_table``): range conditions on the
   first key column, a signal's additional condition (``_conditions``: the expressions cdckit lets through, in
-  three-valued logic, compiled against the table as ``try_condition`` is), ORDER BY the key, NULLs first; strings compare case-insensitively ignoring trailing blanks
-  (an approximation of the default SQL_Latin1_General_CP1_CI_AS collation). ``SET TRANSACTION ISOLATION LEVEL``
-  is accepted and the level recorded (``Connection.isolation_level``); TABLOCKX is recorded until commit.
+  three-valued logic, compiled against the table as ``try_condition`` is), ORDER BY the key, NULLs first; strings
+  compare case-insensitively ignoring trailing blanks (an approximation of the default SQL_Latin1_General_CP1_CI_AS
+  collation). ``SET TRANSACTION ISOLATION LEVEL`` is accepted and the level recorded
+  (``Connection.isolation_level``); TABLOCKX is recorded until commit.
 
 Not modelled: a real transaction log (log records are rows in SQLite; the capture job runs synchronously at
 commit or agent start rather than polling), isolation semantics and locking beyond recording them (every
