@@ -167,3 +167,11 @@ def test_dead_letters_stay_inside_the_output_folder(tmp_path: Path) -> None:
         files.write_all([_batch(["p.app.orders"])])
     assert list((tmp_path / "elsewhere").iterdir()) == []  # nothing written through the link
     assert _all_files(tmp_path) == []
+
+
+def test_the_lakes_folder_of_a_topic_is_never_its_own_folder_or_its_parent() -> None:
+    from cdckit.spark.change_rows import folder_name
+
+    # a topic a transform routes to "." or ".." (Kafka refuses such names) would name the lake's folder or its parent
+    assert [folder_name(t) for t in (".", "..", "...", "", "a/../b", "p.app.orders")] == [
+        "_", "__", "___", "_", "a_.._b", "p.app.orders"]

@@ -133,8 +133,11 @@ def row_schema(value_schema: Mapping[str, Any]) -> Mapping[str, Any]:
 # -- executors: stage files -----------------------------------------------------------------------------------
 
 def folder_name(topic: str) -> str:
-    """A topic's folder name (topic names are already file-name safe; anything else is replaced)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+    """A topic's folder name (topic names are already file-name safe; anything else is replaced), never ``.`` or
+    ``..`` (a topic a transform routes there: Kafka refuses those names too), which would name the lake's own folder
+    or its parent."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+    return name if name.strip(".") else "_" * max(1, len(name))
 
 
 class _StagedFile:
