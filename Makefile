@@ -78,7 +78,7 @@ test-postgres15: $(STAMP)  ## the PostgreSQL suites against Debian's PostgreSQL 
 	CDCKIT_TEST_POSTGRES_BIN=/usr/lib/postgresql/15/bin $(BIN)/python -m pytest \
 	  tests/integration/test_postgres_versions.py tests/integration/test_postgres_end_to_end.py \
 	  tests/integration/test_restarts.py tests/integration/test_schema_evolution.py \
-	  tests/integration/test_stream_partitions.py \
+	  tests/integration/test_stream_partitions.py tests/integration/test_postgres_tls.py \
 	  "tests/integration/test_incremental_snapshot.py::test_a_table_added_while_stopped_is_read_in_chunks_while_changes_flow"
 
 test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (skips where no Docker engine runs)

@@ -1,5 +1,9 @@
 """Java artefacts from Maven Central, fetched once into a cache folder with the machine's Maven.
 
+Maven runs with ``--strict-checksums``: a jar or pom whose checksum does not match the one Maven Central publishes
+beside it (or that has none) fails the fetch, where Maven's default policy only warns. The checksums are Maven
+Central's own, fetched with the artefact, not ones pinned here.
+
 Example::
 
     jars = fetch("kafka-broker-4.1.1", [("org.apache.kafka", "kafka_2.13", "4.1.1", ())])
@@ -8,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -35,6 +40,12 @@ def _pom(name: str, artifacts: Sequence[Artifact]) -> str:
             f"<packaging>pom</packaging><dependencies>{''.join(dependencies)}</dependencies></project>")
 
 
+def _plain(output: str) -> list[str]:
+    """Maven's output lines without its colours, ``[ERROR]`` marks and ``-> [Help 1]`` pointers."""
+    lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in output.splitlines())
+    return [re.sub(r"^\[(?:ERROR|WARNING)\]\s*|\s*-> \[Help \d+\]$", "", line).strip() for line in lines]
+
+
 def fetch(name: str, artifacts: Sequence[Artifact], keep: Sequence[str] | None = None) -> list[Path]:
     """The jars of ``artifacts`` and their runtime dependencies (only names starting with ``keep`` entries when
     given), downloaded into ``<cache>/<name>/lib`` the first time and reused afterwards."""
@@ -49,10 +60,17 @@ def fetch(name: str, artifacts: Sequence[Artifact], keep: Sequence[str] | None =
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "pom.xml").write_text(_pom(name, artifacts))
         shutil.rmtree(lib, ignore_errors=True)
-        result = subprocess.run([mvn, "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={lib}",
-                                 "-DincludeScope=runtime"], cwd=folder, capture_output=True, text=True)
+        result = subprocess.run([mvn, "-q", "-B", "--strict-checksums", "dependency:copy-dependencies",
+                                 f"-DoutputDirectory={lib}", "-DincludeScope=runtime"],
+                                cwd=folder, capture_output=True, text=True)
         if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-8:])
+            output = result.stdout + result.stderr
+            mismatch = next((line for line in _plain(output) if "checksum" in line.lower()), None)
+            if mismatch is not None:
+                raise CdcKitError(f"fetching {name} from Maven Central failed: a download does not match the "
+                                  f"checksum published beside it, or has none, so nothing of it is used ({mismatch}); "
+                                  f"run again, and if it persists check the network path and Maven's mirror settings")
+            tail = "\n".join(output.splitlines()[-8:])
             raise CdcKitError(f"fetching {name} from Maven Central failed:\n{tail}")
         done.touch()
     jars = sorted(lib.glob("*.jar"))

@@ -153,6 +153,8 @@ def test_job_config_validates_and_its_output_is_a_valid_cdckit_configuration(tmp
     config = validate(secretless)
     assert config.str("cdckit.checkpoint.location") == "s3://bucket/checkpoints/orders"
     assert config.str("cdckit.sink") == "kafka"
+    # TLS with the server's certificate and name checked against the image's trust store (RDS's authorities)
+    assert config.str("database.sslmode") == "verify-full" and config.str("database.sslrootcert") == "system"
 
 
 CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"

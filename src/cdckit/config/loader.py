@@ -373,6 +373,27 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
     _check_combinations(values, problems, passthrough)
     _check_metrics_endpoint(raw, values, problems)
     _check_transforms(values, problems, passthrough)
+    _check_connections(raw, values, problems)
+
+
+def _check_connections(raw: Mapping[str, str], values: dict[str, object], problems: list[str]) -> None:
+    """How cdckit reaches the source: the SQL Server connection factory (a test seam the lab's code alone may fill)
+    and libpq's rule for ``database.sslrootcert=system`` (verify-full, its default then, and nothing weaker)."""
+    from cdckit.dialect.sqlserver.connection import FACTORY_SETTING, MODEL_SETTING, factory_problem
+
+    problem = factory_problem(str(values.get(FACTORY_SETTING) or ""))
+    if problem:
+        problems.append(problem)
+    if values.get(MODEL_SETTING) and not values.get(FACTORY_SETTING):
+        problems.append(f"{MODEL_SETTING} is read by the lab's model of SQL Server only, which pyodbc's connections "
+                        f"never reach; remove it, or set {FACTORY_SETTING}=cdckit_lab.sqlserver_model:connect")
+    if values.get("database.sslrootcert") == "system":
+        if "database.sslmode" not in raw:
+            values["database.sslmode"] = "verify-full"
+        elif values.get("database.sslmode") != "verify-full":
+            problems.append(f"database.sslrootcert=system checks the server against the machine's trust store, which "
+                            f"libpq allows only with database.sslmode=verify-full, not "
+                            f"{values.get('database.sslmode')}; set database.sslmode=verify-full")
 
 
 _FAMILY_NAMES = {"sqlserver": "SQL Server", "postgres": "PostgreSQL and YugabyteDB"}

@@ -65,8 +65,9 @@ PROPERTIES: tuple[Property, ...] = (
              only="sqlserver"),
     Property("database.sslmode", "choice", "prefer", "libpq sslmode",
              choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"), only="postgres"),
-    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full",
-             only="postgres"),
+    Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full, or system: "
+             "the machine's trust store (SSL_CERT_FILE, else the distribution's CA bundle), with verify-full only, "
+             "its default then (as libpq)", only="postgres"),
     Property("database.connect.timeout.ms", "int", 30000, "connection timeout", minimum=1000),
     Property("topic.prefix", "string", None, "namespace of topic and schema names; never change it",
              required=True),
@@ -193,10 +194,11 @@ PROPERTIES: tuple[Property, ...] = (
              "every batch)", choices=("job", "stream"), only="sqlserver"),
     Property("cdckit.sqlserver.cdc.role", "string", "", "SQL Server: gating role of capture instances the "
              "schema-evolution job creates (empty: none)", only="sqlserver"),
-    Property("cdckit.sqlserver.connection.factory", "string", "", "module:function replacing pyodbc.connect "
-             "(custom drivers, tests)", only="sqlserver"),
-    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests)",
-             only="sqlserver"),
+    Property("cdckit.sqlserver.connection.factory", "string", "", "test seam: a function of the lab's "
+             "distribution (cdckit_lab.<module>:<function>, e.g. the SQL Server model's cdckit_lab.sqlserver_model:"
+             "connect) called instead of pyodbc.connect; any other module is refused", only="sqlserver"),
+    Property("cdckit.sqlserver.model.path", "string", "", "state file of the in-process SQL Server model (tests, "
+             "with cdckit.sqlserver.connection.factory)", only="sqlserver"),
     Property("cdckit.stream.partitions", "int", 0, "PostgreSQL/YugabyteDB: Spark tasks that read a large "
              "micro-batch at once, each a range of whole transactions (0 = Spark's default parallelism; 1 into "
              "Kafka, which then gets each batch in one pass)",

@@ -9,6 +9,11 @@ locals {
     "connector.class" = "io.debezium.connector.postgresql.PostgresConnector"
     "database.dbname" = var.database_names[0]
     "slot.name"       = var.slot_name
+    # TLS with the server's certificate checked, name included, against the system's trust store, where the job
+    # image has Amazon RDS's certificate authorities (containers/job/install.sh); SQL Server's driver does the same
+    # by default (database.encrypt=true)
+    "database.sslmode"     = "verify-full"
+    "database.sslrootcert" = "system"
   }
   kafka = var.kafka_bootstrap_servers == null ? {} : {
     "cdckit.sink"                              = "kafka"

@@ -237,7 +237,8 @@ class Connection:
 
 
 def parse_connection_string(text: str) -> dict[str, str]:
-    """``KEY=value;KEY={va;lue}`` -> {upper-case key: value}."""
+    """``KEY=value;KEY={va;lue}`` -> {upper-case key: value}, as ODBC reads it: a braced value runs to its closing
+    ``}`` (``}}`` is one ``}`` inside it), and of a key given twice the first value counts (SQLDriverConnect)."""
     items: dict[str, str] = {}
     position = 0
     while position < len(text):
@@ -266,7 +267,7 @@ def parse_connection_string(text: str) -> dict[str, str]:
             end = len(text) if end < 0 else end
             value = text[position:end].strip()
             position = end + 1
-        items[key] = value
+        items.setdefault(key, value)
     return items
 
 

@@ -2,11 +2,15 @@
 
 Every value cdckit reads (snapshot rows and pgoutput tuples alike) is PostgreSQL's *text output*, produced
 under the same session settings, so one conversion table serves both paths.
+
+TLS is libpq's: ``database.sslmode`` and ``database.sslrootcert`` (a CA file, or ``system``: the machine's trust
+store, ``trust_store``) go to it as ``sslmode`` and ``sslrootcert``.
 """
 
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -31,20 +35,61 @@ _RAW_TEXT = psycopg2.extensions.new_type(
 )
 
 
+# The system's trust store as one file, where distributions keep it: Debian and Ubuntu (update-ca-certificates);
+# Fedora, RHEL and Amazon Linux (update-ca-trust); openSUSE; RHEL's extracted bundle; Alpine
+SYSTEM_CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
+                   "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem")
+SYSTEM = "system"
+LIBPQ_SYSTEM = 160000  # the first libpq that reads sslrootcert=system
+
+
+def trust_store(rootcert: str) -> str:
+    """What libpq gets as ``sslrootcert`` for ``database.sslrootcert``: a CA file as given; for ``system``, the
+    machine's trust store.
+
+    libpq 16 and later read ``system`` as OpenSSL's default store, but psycopg2-binary's libpq brings an OpenSSL of
+    its own whose default store is a folder of the wheel's build machine (``/host/tmp/libpq.build``), which no
+    machine has: handed ``system``, it would trust no server. So cdckit names the store: ``SSL_CERT_FILE`` when set
+    (OpenSSL's own way to name it), else the first of ``SYSTEM_CA_FILES`` there is. With ``SSL_CERT_DIR`` alone,
+    ``system`` goes to libpq (16 or later), whose OpenSSL reads that folder.
+    """
+    if rootcert != SYSTEM:
+        return rootcert
+    if os.environ.get("SSL_CERT_FILE"):
+        return os.environ["SSL_CERT_FILE"]
+    if os.environ.get("SSL_CERT_DIR"):
+        if psycopg2.__libpq_version__ < LIBPQ_SYSTEM:
+            raise SourceConnectionError(f"database.sslrootcert=system with SSL_CERT_DIR needs libpq 16 or later, and "
+                                        f"psycopg2 has {psycopg2.__libpq_version__}; set SSL_CERT_FILE to a CA bundle "
+                                        f"instead, or upgrade psycopg2-binary")
+        return SYSTEM
+    found = next((path for path in SYSTEM_CA_FILES if os.path.isfile(path)), None)
+    if found is None:
+        raise SourceConnectionError(f"database.sslrootcert=system: this machine has no system trust store (none of "
+                                    f"{', '.join(SYSTEM_CA_FILES)}); install the ca-certificates package, set "
+                                    f"SSL_CERT_FILE to a CA bundle, or set database.sslrootcert to the CA file")
+    return found
+
+
 def connection_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
     """libpq keyword arguments from ``database.*`` properties (as strings, the way Spark options arrive)."""
+    rootcert = options.get("database.sslrootcert") or ""
+    # as libpq: sslrootcert=system makes verify-full the default, and refuses any weaker mode
+    sslmode = options.get("database.sslmode") or ("verify-full" if rootcert == SYSTEM else "prefer")
+    if rootcert == SYSTEM and sslmode != "verify-full":
+        raise SourceConnectionError(f"database.sslrootcert=system needs database.sslmode=verify-full, not {sslmode}")
     kwargs: dict[str, Any] = {
         "host": options["database.hostname"],
         "port": int(options["database.port"]),
         "dbname": options["database.dbname"],
         "user": options["database.user"],
         "password": options.get("database.password", ""),
-        "sslmode": options.get("database.sslmode", "prefer"),
+        "sslmode": sslmode,
         "connect_timeout": max(1, int(options.get("database.connect.timeout.ms", "30000")) // 1000),
         "application_name": "cdckit",
     }
-    if options.get("database.sslrootcert"):
-        kwargs["sslrootcert"] = options["database.sslrootcert"]
+    if rootcert:
+        kwargs["sslrootcert"] = trust_store(rootcert)
     return kwargs
 
 
@@ -71,6 +116,20 @@ def describe_connection_failure(message: str, kwargs: Mapping[str, Any]) -> str:
     where = f"{kwargs['host']}:{kwargs['port']}"
     detail = " ".join(message.split())
     lowered = detail.lower()
+    tls = f"database.sslmode={kwargs.get('sslmode')}, database.sslrootcert={kwargs.get('sslrootcert', '(unset)')}"
+    if "certificate verify failed" in lowered:
+        return (f"{where}'s certificate is not signed by an authority that database.sslrootcert trusts ({tls}; "
+                f"{detail}); set database.sslrootcert to the file of the CA that signed it (system: the machine's "
+                f"trust store)")
+    if "does not match host name" in lowered:
+        return (f"{where}'s certificate does not name the host connected to ({detail}); database.sslmode=verify-full "
+                f"checks database.hostname against it: set database.hostname to a name the certificate holds")
+    if "root certificate file" in lowered:
+        return (f"{where}: the certificate authority to check the server against cannot be read ({tls}; {detail}); "
+                f"set database.sslrootcert to a CA file on every node (or system)")
+    if "server does not support ssl" in lowered:
+        return (f"{where} does not accept TLS, which database.sslmode={kwargs.get('sslmode')} requires ({detail}); "
+                f"turn ssl on at the server")
     if "password authentication failed" in lowered or "no password supplied" in lowered:
         return (f"{where} refused user {kwargs['user']!r}: password authentication failed; "
                 f"check database.user and database.password")

@@ -5,11 +5,17 @@ column fails ("ODBC SQL type -155 is not yet supported") unless the connection h
 Every connection cdckit opens, pyodbc's own or one from ``cdckit.sqlserver.connection.factory``, gets
 ``datetimeoffset_text`` as that converter (replacing any the factory set), so the value always reaches the formats
 as SQL Server's own text, with its offset and all seven fraction digits.
+
+``cdckit.sqlserver.connection.factory`` is a test seam: it imports the module it names and calls it in place of
+``pyodbc.connect``, so it may name only a function of the lab's distribution (``cdckit_lab.<module>:<function>``,
+the model of SQL Server's CDC objects), which the ``cdckit`` wheel and the job image do not carry
+(``factory_problem``; the configuration's validation and ``connect`` both refuse anything else).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +24,10 @@ from cdckit.errors import SourceConnectionError
 
 DEFAULT_DRIVER = "ODBC Driver 18 for SQL Server"
 SQL_SS_TIMESTAMPOFFSET = -155
+FACTORY_SETTING = "cdckit.sqlserver.connection.factory"
+MODEL_SETTING = "cdckit.sqlserver.model.path"
+# what the factory may name: a function of a module of the lab's distribution (cdckit-lab, lab/pyproject.toml)
+_LAB_FACTORY = re.compile(r"^cdckit_lab(?:\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def datetimeoffset_text(raw: bytes) -> str:
@@ -33,17 +43,26 @@ def datetimeoffset_text(raw: bytes) -> str:
             f"{sign}{abs(offset_hours):02d}:{abs(offset_minutes):02d}")
 
 
-def connection_string(options: Mapping[str, str], database: str | None = None) -> str:
-    """An ODBC connection string from ``database.*`` properties (values braced so ``;`` cannot inject)."""
-    def braced(value: str) -> str:
-        return "{" + value.replace("}", "}}") + "}"
+def braced(value: str) -> str:
+    """An ODBC connection string value as the ODBC rule quotes it: in braces, a ``}`` doubled, so that a ``;`` or
+    ``}`` inside it cannot end it and add an attribute.
 
+    >>> braced("db;Encrypt=no")
+    '{db;Encrypt=no}'
+    >>> braced("p}w")
+    '{p}}w}'
+    """
+    return "{" + value.replace("}", "}}") + "}"
+
+
+def connection_string(options: Mapping[str, str], database: str | None = None) -> str:
+    """An ODBC connection string from ``database.*`` properties, every value braced (``braced``)."""
     parts = {
-        "DRIVER": braced(options.get("database.driver", DEFAULT_DRIVER)),
+        "DRIVER": options.get("database.driver", DEFAULT_DRIVER),
         "SERVER": f"{options['database.hostname']},{options.get('database.port', '1433')}",
-        "DATABASE": braced(database or options.get("database.names", "").split(",")[0].strip()),
-        "UID": braced(options.get("database.user", "")),
-        "PWD": braced(options.get("database.password", "")),
+        "DATABASE": database or options.get("database.names", "").split(",")[0].strip(),
+        "UID": options.get("database.user", ""),
+        "PWD": options.get("database.password", ""),
         "Encrypt": "yes" if options.get("database.encrypt", "true").lower() == "true" else "no",
         "TrustServerCertificate": "yes" if options.get("database.trustServerCertificate", "false").lower() == "true"
         else "no",
@@ -51,11 +70,22 @@ def connection_string(options: Mapping[str, str], database: str | None = None) -
     }
     if options.get("database.applicationIntent"):
         parts["ApplicationIntent"] = options["database.applicationIntent"]
-    return ";".join(f"{key}={value}" for key, value in parts.items())
+    if options.get(MODEL_SETTING):  # the lab's model of SQL Server reads its file's path here
+        parts["MODEL"] = options[MODEL_SETTING]
+    return ";".join(f"{key}={braced(value)}" for key, value in parts.items())
+
+
+def factory_problem(target: str) -> str | None:
+    """Why ``cdckit.sqlserver.connection.factory=<target>`` is refused, or None when it names a lab function."""
+    if not target or _LAB_FACTORY.match(target):
+        return None
+    return (f"{FACTORY_SETTING}={target!r} is refused: it is a test seam that imports and runs the module it names, "
+            f"so it may only name a function of the lab's distribution (cdckit_lab.<module>:<function>, e.g. "
+            f"cdckit_lab.sqlserver_model:connect); remove it to connect through pyodbc")
 
 
 def _factory(options: Mapping[str, str]) -> Callable[..., Any]:
-    target = options.get("cdckit.sqlserver.connection.factory", "")
+    target = options.get(FACTORY_SETTING, "")
     if not target:
         try:
             import pyodbc
@@ -64,19 +94,24 @@ def _factory(options: Mapping[str, str]) -> Callable[..., Any]:
                 f"pyodbc cannot be loaded ({exc}); install cdckit[sqlserver] and an ODBC driver "
                 f"(Microsoft ODBC Driver 18 for SQL Server, or FreeTDS with unixODBC)") from None
         return pyodbc.connect  # type: ignore[no-any-return]
+    problem = factory_problem(target)
+    if problem:  # options that did not go through the configuration's validation
+        raise SourceConnectionError(problem)
     module_name, _, function = target.partition(":")
-    return getattr(importlib.import_module(module_name), function)  # type: ignore[no-any-return]
+    try:
+        return getattr(importlib.import_module(module_name), function)  # type: ignore[no-any-return]
+    except (ImportError, AttributeError) as exc:
+        raise SourceConnectionError(f"{FACTORY_SETTING}={target!r} cannot be loaded ({exc}); it names the lab's "
+                                    f"code, which only the cdckit-lab distribution carries (pip install ./lab)") \
+            from None
 
 
 def connect(options: Mapping[str, str], database: str | None = None, autocommit: bool = True) -> Any:
     """Open a connection; failures name the server, the user and the property to fix, never the password."""
     text = connection_string(options, database)
-    model_path = options.get("cdckit.sqlserver.model.path")
-    if model_path:
-        text += f";MODEL={model_path}"
     where = f"{options['database.hostname']}:{options.get('database.port', '1433')}"
     try:
-        if options.get("cdckit.sqlserver.connection.factory"):
+        if options.get(FACTORY_SETTING):
             conn = _factory(options)(text)  # a custom factory takes the connection string alone
         else:  # pyodbc's login timeout, in seconds: database.connect.timeout.ms
             seconds = max(1, int(options.get("database.connect.timeout.ms", "30000")) // 1000)
