@@ -21,8 +21,22 @@ PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
 
 
-def private_folder(path: Path | str, follow_link: bool = True) -> Path:
-    """Create ``path`` and its missing parents, each ``0700``; an existing folder is kept as it is. With
+def file_mode(text: str | None) -> int:
+    """``cdckit.files.mode`` (octal, such as ``600`` or ``640``) as a number: the mode of the files the files sink
+    writes (``ValueError`` unless it is octal, within ``777``, and lets the owner read and write)."""
+    value = int(str(text or "600").strip(), 8)
+    if not 0 <= value <= 0o777 or value & 0o600 != 0o600:
+        raise ValueError(f"{text!r}")
+    return value
+
+
+def folder_mode(mode: int) -> int:
+    """The mode of the folders holding files of ``mode``: each class that may read the files may list them."""
+    return mode | (mode & 0o444) >> 2
+
+
+def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVATE_FOLDER) -> Path:
+    """Create ``path`` and its missing parents, each ``mode`` (``0700``); an existing folder is kept as it is. With
     ``follow_link=False`` a symbolic link at ``path`` itself is refused (``FileExistsError``) instead of used."""
     path = Path(path)
     missing: list[Path] = []
@@ -32,7 +46,8 @@ def private_folder(path: Path | str, follow_link: bool = True) -> Path:
         current = current.parent
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):  # made meanwhile (another process): checked below as any other
-            os.mkdir(folder, PRIVATE_FOLDER)
+            os.mkdir(folder, mode)
+            os.chmod(folder, mode)  # exactly: the process's umask may have taken bits the setting gives
     status = os.lstat(path)
     if stat.S_ISLNK(status.st_mode) and not follow_link:
         raise FileExistsError(errno.EEXIST, "a symbolic link stands where cdckit makes a folder; remove it",

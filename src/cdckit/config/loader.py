@@ -36,6 +36,7 @@ from cdckit.errors import ConfigurationError
 from cdckit.formats.debezium.column_mappers import is_pattern_property, parse_message_key_columns, validate_rule
 from cdckit.formats.debezium.transforms import is_transform_setting
 from cdckit.formats.debezium.transforms import problems as transform_problems
+from cdckit.fsutil import file_mode
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -471,6 +472,12 @@ def _parse(prop: Property, text: str, problems: list[str]) -> object:
 
 
 def _check_combinations(values: dict[str, object], problems: list[str], passthrough: dict[str, str]) -> None:
+    if values.get("cdckit.files.mode") is not None:
+        try:
+            file_mode(str(values["cdckit.files.mode"]))
+        except ValueError:
+            problems.append(f"cdckit.files.mode={values['cdckit.files.mode']!r} is not a file mode; give it in octal, "
+                            f"with the owner's read and write (600, 640, 644)")
     for family in ("schema", "table", "column"):
         if values.get(f"{family}.include.list") and values.get(f"{family}.exclude.list"):
             problems.append(f"{family}.include.list and {family}.exclude.list are mutually exclusive; keep one")

@@ -160,6 +160,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.eventhubs.tier", "choice", "standard", "Event Hubs tier (limits: basic 256 KB events and no "
              "compaction; others 1 MB)", choices=("basic", "standard", "premium", "dedicated")),
     Property("cdckit.output.path", "string", "cdckit-output", "folder of the files sink"),
+    Property("cdckit.files.mode", "string", "600", "permissions (octal) of the files the files sink writes, which "
+             "hold the captured rows; their folders, and Spark's checkpoint files on a local or HDFS file system, "
+             "get the matching mode (600: 700 folders, Spark's umask 077; 640: 750, 027)"),
     Property("cdckit.delta.path", "string", "cdckit-delta", "folder (or s3:// URI) of the Delta sink's tables: "
              "changes/<topic> and state/<topic>"),
     Property("cdckit.delta.mode", "choice", "both", "Delta tables kept per captured table: the change table, the "

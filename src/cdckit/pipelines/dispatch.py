@@ -16,6 +16,7 @@ from cdckit.pipelines import status
 from cdckit.pipelines.base import Pipeline
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport
 from cdckit.spark.cluster import check_paths
+from cdckit.spark.session import apply_file_mode
 from cdckit.spark.sinks import WriteSummary
 
 
@@ -50,6 +51,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
     """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data).
     ``observer``: the stream's metrics, when the snapshot runs before it (else the snapshot has its own)."""
     check_paths(spark, config.as_properties())
+    apply_file_mode(spark, config.as_properties())
     own = observer is None
     observer = observer or job_observer(config)
     try:
@@ -65,6 +67,7 @@ def run_stream(spark: SparkSession, config: Config,
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
     ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
     check_paths(spark, config.as_properties())
+    apply_file_mode(spark, config.as_properties())
     started = time.monotonic()
     report = StreamReport()
     observer = job_observer(config, on_metrics)

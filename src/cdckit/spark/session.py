@@ -11,6 +11,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from cdckit.config.secrets import SECRET_NAME_REGEX
+from cdckit.fsutil import file_mode, folder_mode
 from cdckit.spark.compat import check_spark
 from cdckit.spark.sinks.kafka import use_v2_write
 from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
@@ -84,3 +85,20 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, 
     spark.dataSource.register(SqlServerSnapshotDataSource)
     spark.dataSource.register(SqlServerChangeDataSource)
     return spark
+
+
+def apply_file_mode(spark: SparkSession, options: Mapping[str, str]) -> None:
+    """Spark's own files as private as the files sink's: the checkpoint (and Delta's files) on a local or HDFS file
+    system get Hadoop's umask from ``cdckit.files.mode`` (600: umask 077), unless Spark's configuration sets
+    ``spark.hadoop.fs.permissions.umask-mode`` itself. S3 keeps no such permissions."""
+    if spark.sparkContext.getConf().contains("spark.hadoop.fs.permissions.umask-mode"):
+        return
+    umask = f"{0o777 & ~folder_mode(file_mode(options.get('cdckit.files.mode'))):03o}"
+    # the session's Hadoop configuration is a copy of the context's, made when the session state was; the local file
+    # system Hadoop caches (which writes a local checkpoint: compat.local_checkpoint_files) keeps the one it was
+    # made with
+    shared = spark._jsparkSession.sharedState().hadoopConf()
+    local = spark._jvm.org.apache.hadoop.fs.FileSystem.getLocal(shared)  # type: ignore[union-attr]
+    for conf in (spark.sparkContext._jsc.hadoopConfiguration(), shared, local.getConf(),  # type: ignore[union-attr]
+                 local.getRawFileSystem().getConf()):
+        conf.set("fs.permissions.umask-mode", umask)

@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from cdckit.fsutil import file_mode
 from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, on_partitions, summarize
 from cdckit.spark.sinks.jsonl import file_writer, topic_folder
 from cdckit.spark.transforms import has_transforms
@@ -45,7 +46,8 @@ class FilesSink(SinkWriter):
         """Write snapshot rows partition by partition (no shuffle), ``snapshot-<partition>.jsonl``. Control rows
         (chunk watermarks) are not written but handed back in ``controls`` and, partition by partition as soon as
         its records are written, kept in ``controls_dir`` (so a failed snapshot knows which chunks are done)."""
-        writer = file_writer(self.output, "snapshot", per_partition=True, controls_dir=controls_dir)
+        writer = file_writer(self.output, "snapshot", per_partition=True, controls_dir=controls_dir,
+                             mode=file_mode(self.options.get("cdckit.files.mode")))
         return summarize(on_partitions(df, writer, arrow=True), controls)
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None, ordered_partitions: bool,
@@ -55,12 +57,13 @@ class FilesSink(SinkWriter):
         records are written as they come, ``stream-<batch>-<partition>.jsonl``, with no shuffle (file names sort
         in position order)."""
         label = f"stream-{batch_id:012d}"
+        mode = file_mode(self.options.get("cdckit.files.mode"))
         if ordered_partitions:
-            return summarize(on_partitions(df, file_writer(self.output, label, per_partition=True), arrow=True),
-                             controls)
+            return summarize(on_partitions(df, file_writer(self.output, label, per_partition=True, mode=mode),
+                                           arrow=True), controls)
         ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
-        return summarize(on_partitions(ordered, file_writer(self.output, label, per_partition=False), arrow=True),
-                         controls)
+        return summarize(on_partitions(ordered, file_writer(self.output, label, per_partition=False, mode=mode),
+                                       arrow=True), controls)
 
 
 def clear_snapshot_files(output: str) -> None:

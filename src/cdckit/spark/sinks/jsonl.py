@@ -24,6 +24,7 @@ from pyspark import TaskContext
 
 from cdckit.errors import OutputPathError
 from cdckit.formats.arrow_text import join, merge
+from cdckit.fsutil import PRIVATE_FILE, folder_mode, private_folder
 from cdckit.spark.sinks.base import WriteSummary, on_partitions, persist_controls, summarize
 
 if TYPE_CHECKING:
@@ -174,18 +175,27 @@ class _TopicFile:
     written out before): the disk writes while the task formats, instead of idling until the page cache fills and
     the kernel stalls every writer, and ``finish``'s sync finds little left to write."""
 
-    def __init__(self, temporary: Path, final: Path, stage: memoryview | None) -> None:
+    def __init__(self, temporary: Path, final: Path, stage: memoryview | None, mode: int = PRIVATE_FILE) -> None:
         self.temporary = temporary
         self.final = final
         self.stage = stage
         self.fd = -1
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        # The temporary name is the task's own (a task run again writes the same file again): what stands there, a
+        # file an attempt left or a link someone planted, is removed, not opened, and the file is created anew,
+        # exclusively, never through a link, readable as cdckit.files.mode says (0600 by default)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         if stage is not None:
             with contextlib.suppress(OSError):
-                self.fd = os.open(temporary, flags | os.O_DIRECT, 0o644)
+                self.fd = os.open(temporary, flags | os.O_DIRECT, mode)
+            if self.fd < 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)  # O_DIRECT refused after the file was made
         self.direct = self.fd >= 0
         if not self.direct:
-            self.fd = os.open(temporary, flags, 0o644)
+            self.fd = os.open(temporary, flags, mode)
+        os.fchmod(self.fd, mode)  # exactly: the umask may have taken bits the setting gives
         self.written = 0  # bytes of the file written to it (direct: whole blocks only)
         self.pending = b""  # direct: the bytes after the last whole block, not written yet
         self._handed = 0  # buffered: of the bytes written, those handed to the disk
@@ -321,10 +331,11 @@ class TopicFiles:
     ``OutputPathError`` before any of its batch is written (``topic_folder``): nothing of the task's stays.
     """
 
-    def __init__(self, output: str, name: str, within: str | None = None) -> None:
+    def __init__(self, output: str, name: str, within: str | None = None, mode: int = PRIVATE_FILE) -> None:
         self.output = output
         self.name = name
         self.within = within if within is not None else output
+        self.mode = mode
         self.files: dict[str, _TopicFile] = {}
         self.folders: dict[str, Path] = {}  # topic folders checked (topic_folder), not created yet
         self.counts: Counter[str] = Counter()
@@ -348,12 +359,12 @@ class TopicFiles:
         file = self.files.get(topic)
         if file is None:
             folder = self._checked(topic)
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(folder, mode=folder_mode(self.mode))
             # the topics' folders share the output's file system: asked once, for the first
             if not self.files and direct_writes_suit(folder):
                 self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
             file = self.files[topic] = _TopicFile(folder / f".{self.name}.jsonl.tmp", folder / f"{self.name}.jsonl",
-                                                  self._stage)
+                                                  self._stage, self.mode)
         return file
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -436,12 +447,15 @@ def written_rows(batches: Iterable[pa.RecordBatch], files: TopicFiles) -> Iterat
 
 
 def file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None,
-                within: str | None = None) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
-    """Each task's records as ``TopicFiles`` under ``output``, every file inside ``within`` (default ``output``)."""
+                within: str | None = None, mode: int = PRIVATE_FILE
+                ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
+    """Each task's records as ``TopicFiles`` under ``output``, every file inside ``within`` (default ``output``),
+    each of ``mode`` (``cdckit.files.mode``)."""
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
         control_rows: list[pa.RecordBatch] = []
-        counts = TopicFiles(output, f"{label}{suffix}", within).write_all(without_controls(batches, control_rows))
+        counts = TopicFiles(output, f"{label}{suffix}", within, mode).write_all(
+            without_controls(batches, control_rows))
         controls = [value for rows in control_rows for value in rows.column("value").to_pylist()]
         persist_controls(controls_dir, controls)
         yield from counts.items()
@@ -451,8 +465,8 @@ def file_writer(output: str, label: str, per_partition: bool, controls_dir: str 
     return write
 
 
-def write_dead_letters(df: DataFrame, output: str, label: str) -> WriteSummary:
+def write_dead_letters(df: DataFrame, output: str, label: str, mode: int = PRIVATE_FILE) -> WriteSummary:
     """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``, every file
     inside ``<output>`` (``topic_folder``)."""
-    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True, within=output)
+    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True, within=output, mode=mode)
     return summarize(on_partitions(df, writer, arrow=True))
