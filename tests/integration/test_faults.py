@@ -4,9 +4,11 @@ recovery, and never skips changes silently."""
 
 from __future__ import annotations
 
-import os
+import contextlib
+import resource
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,17 +152,39 @@ def test_full_disk_in_the_files_sink_fails_the_batch_and_a_rerun_writes_everythi
     config = make_config(postgres, database, workdir)
     run_snapshot(spark, config)
     execute(dsn, "INSERT INTO public.ledger VALUES (300, 1)", "DELETE FROM public.ledger WHERE id = 2")
-    # the next batch's file is written through a name that leads to /dev/full: every write fails with ENOSPC
+    # The disk fills under the next batch: Spark's Python workers may write no file larger than 64 bytes (their file
+    # size limit, which a write passes with EFBIG as a full disk's with ENOSPC). A link planted at the file's name,
+    # as this test once did, is now refused before anything is written (test_topic_names).
     folder = workdir / "out" / TOPIC
-    trap = folder / ".stream-000000000000-00000.jsonl.tmp"
-    os.symlink("/dev/full", trap)
-    with pytest.raises(CdcKitError) as failure:
+    with _file_size_limit(64), pytest.raises(CdcKitError) as failure:
         run_stream(spark, config)
-    assert "No space left on device" in str(failure.value)
+    assert "File too large" in str(failure.value) and "written again, whole, on the next run" in str(failure.value)
     assert not (folder / "stream-000000000000-00000.jsonl").exists()
-    trap.unlink(missing_ok=True)  # cdckit removes its temporary files after a failure
+    assert not list(folder.glob(".stream-*.tmp"))  # cdckit removes its temporary files after a failure
     run_stream(spark, config)  # the failed batch was not committed: it comes again, whole
     assert replay(config, TOPIC) == _source(dsn)
+
+
+@contextlib.contextmanager
+def _file_size_limit(limit: int) -> Iterator[None]:
+    """Spark's Python workers (PySpark's daemon and the workers it forks, this user's) may write no file larger than
+    ``limit`` bytes while the block runs (RLIMIT_FSIZE: Python ignores SIGXFSZ, so a write gets EFBIG)."""
+    workers = []
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if b"pyspark.daemon" in status.read_bytes() or b"pyspark.worker" in status.read_bytes():
+                workers.append(int(status.parent.name))
+    assert workers, "no PySpark worker runs: the session has not used Python yet"
+    # the soft limit only: it goes back up afterwards, a lowered hard limit would not
+    previous = {pid: resource.prlimit(pid, resource.RLIMIT_FSIZE) for pid in workers}
+    for pid, (_soft, hard) in previous.items():
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        for pid, limits in previous.items():
+            with contextlib.suppress(ProcessLookupError):
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, limits)
 
 
 def test_a_foreign_slot_is_refused_with_a_recovery_that_works(postgres: Any, spark: Any, database: str,
