@@ -44,12 +44,17 @@ def from_spark(what: str) -> Iterator[None]:
         raise CdcKitError(f"{what}: {message}") from None
 
 
+# What would break a problem's line or the terminal it is printed on: line breaks and other control characters,
+# and lone surrogates (not characters, so not printable), which a key or a parser's message may hold.
+_NOT_ONE_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 class ConfigurationError(CdcKitError):
-    """One or more properties are missing, unknown or invalid; all problems are listed together."""
+    """One or more properties are missing, unknown or invalid; all problems are listed together, one line each."""
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  - {problem}" for problem in problems)
+        self.problems = [_NOT_ONE_LINE.sub(lambda match: repr(match.group())[1:-1], problem) for problem in problems]
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
         noun = "problem" if len(problems) == 1 else "problems"
         super().__init__(f"the connector configuration has {len(problems)} {noun}:\n{lines}")
 

@@ -28,11 +28,12 @@ from cdckit.config.properties import (
 from cdckit.config.secrets import (
     holds_secret,
     redact,
+    remember,
     remember_settings,
     shown_name,
     shown_value,
 )
-from cdckit.errors import ConfigurationError
+from cdckit.errors import ConfigurationError, first_line
 from cdckit.formats.debezium.column_mappers import is_pattern_property, parse_message_key_columns, validate_rule
 from cdckit.formats.debezium.transforms import is_transform_setting
 from cdckit.formats.debezium.transforms import problems as transform_problems
@@ -46,6 +47,7 @@ _OVERRIDE_PREFIX = "snapshot.select.statement.overrides."
 _HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
 _METRICS_ENDPOINT = ("cdckit.metrics.host", "cdckit.metrics.timeout.ms", "cdckit.metrics.max.connections")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # half of a UTF-16 pair: no character, and nothing can print it
 
 
 class Config:
@@ -150,13 +152,23 @@ def read_config_file(path: Path | str) -> dict[str, str]:
         if not path.exists():
             raise ConfigurationError([f"configuration file {path} does not exist; pass the path of a connector "
                                       f"JSON or .properties file"])
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
+                                      f"UTF-8"]) from None
+        except OSError as exc:
+            raise ConfigurationError([f"configuration file {path} cannot be read ({exc.strerror or exc}); pass the "
+                                      f"path of a connector JSON or .properties file"]) from None
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             document = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigurationError([f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                       f"{exc.msg}); fix the file or use a .properties file"]) from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; arrays nested too deep
+            raise ConfigurationError([f"{path} is JSON that cannot be read ({first_line(exc)}); fix the file or use "
+                                      f"a .properties file"]) from None
         if not isinstance(document, dict):
             raise ConfigurationError([f"{path} must hold a JSON object with the connector properties"])
         body = document.get("config", document)
@@ -178,8 +190,9 @@ def _json_scalar(value: object) -> str:
 def parse_properties(text: str) -> dict[str, str]:
     """Java .properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line continuations."""
     values: dict[str, str] = {}
+    problems: list[str] = []
     pending = ""
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = pending + raw.strip() if pending else raw.strip()
         pending = ""
         if not line or line[0] in "#!":
@@ -188,10 +201,15 @@ def parse_properties(text: str) -> dict[str, str]:
             pending = line[:-1]
             continue
         match = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
-        if match is None:
-            values[_unescape(line)] = ""
-            continue
-        values[_unescape(match.group(1))] = _unescape(match.group(2))
+        try:
+            if match is None:
+                values[_unescape(line)] = ""
+                continue
+            values[_unescape(match.group(1))] = _unescape(match.group(2))
+        except ValueError as exc:  # a malformed \u escape
+            problems.append(f"line {number}: {exc}")
+    if problems:
+        raise ConfigurationError(problems)
     return values
 
 
@@ -199,14 +217,21 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 def _unescape(text: str) -> str:
-    r"""Java's .properties escapes: a doubled backslash is one backslash, ``\t`` a tab, ``\uXXXX`` a character."""
+    r"""Java's .properties escapes: a doubled backslash is one backslash, ``\t`` a tab, ``\uXXXX`` a character (two,
+    a UTF-16 surrogate pair, for one beyond the Basic Multilingual Plane); raises ``ValueError`` for a malformed
+    ``\u``, as Java does."""
     def replace(match: re.Match[str]) -> str:
         escaped = match.group(1)
+        if escaped == "u":
+            raise ValueError("\\u must be followed by four hexadecimal digits, as in Java's .properties files "
+                             "(\\u00e9 is é)")
         if escaped.startswith("u"):
             return chr(int(escaped[1:], 16))
         return _ESCAPES.get(escaped, escaped)
 
-    return re.sub(r"\\(u[0-9A-Fa-f]{4}|.)", replace, text)
+    text = re.sub(r"\\(u[0-9A-Fa-f]{4}|.)", replace, text)
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass") \
+        if _SURROGATE.search(text) else text  # the pairs joined; a half left alone is refused in validation
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
@@ -236,9 +261,10 @@ def load_config(path: Path | str | None = None, overrides: Iterable[str] = (),
 _SECRETS: dict[str, dict[str, object]] = {}
 
 
-def _resolve(value: str, key: str, problems: list[str]) -> str:
+def _resolve(value: str, key: str, problems: list[str], from_secrets: set[str] | None = None) -> str:
     """Replace ``${env:NAME}`` with the environment variable and ``${secret:<id or ARN>:<field>}`` with a field of
-    a JSON secret in AWS Secrets Manager (read once per run; the value never appears in a message)."""
+    a JSON secret in AWS Secrets Manager (read once per run; the value never appears in a message). A setting that
+    refers to a secret, in its text or in an environment variable's, is added to ``from_secrets``."""
     def env(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
@@ -248,6 +274,8 @@ def _resolve(value: str, key: str, problems: list[str]) -> str:
 
     def secret(match: re.Match[str]) -> str:
         secret_id, field = match.group(1), match.group(2)
+        if from_secrets is not None:
+            from_secrets.add(key)
         document = _secret(secret_id, key, problems)
         if document is None:
             return ""
@@ -255,10 +283,12 @@ def _resolve(value: str, key: str, problems: list[str]) -> str:
             problems.append(f"{key} refers to field {field!r} of secret {secret_id}, which has no such field "
                             f"(it has: {', '.join(sorted(document)) or 'none'})")
             return ""
+        remember(str(document[field]))  # hidden in any text, whatever else the setting's value holds
         return str(document[field])
 
     value = re.sub(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", env, value)
-    return re.sub(r"\$\{secret:([^}]+):([A-Za-z0-9_.-]+)\}", secret, value)
+    # A secret's name or ARN holds no '$', '{' or '}': each search stops at the next reference (linear time).
+    return re.sub(r"\$\{secret:([^${}]+):([A-Za-z0-9_.-]+)\}", secret, value)
 
 
 def _secret(secret_id: str, key: str, problems: list[str]) -> dict[str, object] | None:
@@ -301,21 +331,22 @@ def validate(raw: Mapping[str, str]) -> Config:
     values: dict[str, object] = {}
     passthrough: dict[str, str] = {}
     resolved: dict[str, str] = dict(raw)  # the settings' texts, ${env:...} and ${secret:...} replaced
-    from_secrets = frozenset(key for key, text in raw.items() if "${secret:" in text)
+    # settings that refer to a secret; _resolve adds those reaching one through an environment variable
+    from_secrets = {key for key, text in raw.items() if "${secret:" in text}
     try:
-        _validate(raw, values, passthrough, resolved, problems)
+        _validate(raw, values, passthrough, resolved, problems, from_secrets)
     finally:  # this configuration's secrets are hidden from here on, in its problems, errors and the log
         remember_settings(resolved, from_secrets)
     if problems:
         raise ConfigurationError([redact(problem) for problem in problems])
-    return Config(values, passthrough, from_secrets)
+    return Config(values, passthrough, frozenset(from_secrets))
 
 
 def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: dict[str, str],
-              resolved: dict[str, str], problems: list[str]) -> None:
+              resolved: dict[str, str], problems: list[str], from_secrets: set[str]) -> None:
     for key, text in raw.items():
         if key.startswith(PASSTHROUGH_PREFIXES):
-            passthrough[key] = resolved[key] = _resolve(text, key, problems)
+            passthrough[key] = resolved[key] = _resolve(text, key, problems, from_secrets)
             continue
         if is_transform_setting(key):  # checked as a whole below; the Spark side applies them
             passthrough[key] = text
@@ -345,8 +376,15 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
         if prop is None:
             problems.append(_unknown(key))
             continue
-        resolved[key] = _resolve(text, key, problems)
+        resolved[key] = _resolve(text, key, problems, from_secrets)
         values[key] = _parse(prop, resolved[key], problems)
+    for key, text in resolved.items():
+        if "\x00" in key or "\x00" in text:
+            problems.append(f"{shown_name(key)} holds a NUL character, which no setting can carry; remove it")
+        if _SURROGATE.search(key) or _SURROGATE.search(text):
+            problems.append(f"{shown_name(key)} holds half of a UTF-16 surrogate pair, which is not a character: "
+                            f"write the character, or its whole pair (\\uD83D\\uDE00); bytes given with --set must "
+                            f"be UTF-8")
     connector_class = str(values.get("connector.class") or "")
     for prop in BY_NAME.values():
         if values.get(prop.name) in (None, ""):
@@ -488,7 +526,7 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
         for pattern in patterns:
             try:
                 re.compile(str(pattern))
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError) as exc:  # a repetition past 2^32, groups nested deep
                 problems.append(f"{key} entry {pattern!r} is not a valid regular expression ({exc})")
     tasks = values.get("tasks.max")
     if isinstance(tasks, int) and tasks > 1:

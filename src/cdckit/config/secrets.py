@@ -29,11 +29,12 @@ _SECRET_NAME = re.compile(SECRET_NAME_REGEX, re.IGNORECASE)
 # Debezium's column.mask.hash.<hashAlgorithm>.with.salt.<salt> (and its v2 form): the salt is the name's tail.
 _SALT_NAME = re.compile(r"^(column[.]mask[.]hash[.].+?[.]with[.]salt[.])(.+)$", re.IGNORECASE | re.DOTALL)
 # Shown, a name's tail after "salt." (or a misspelling such as "salts.") is hidden; in a message up to the end of
-# the word (a closing quote or ':' of the message is kept).
-_SALTED = re.compile(r"^(.*?salt[a-z]*[.])(.+)$", re.IGNORECASE | re.DOTALL)
-_SALT_IN_TEXT = re.compile(r"(salt[a-z]*[.])\S+?(?=['\":,;)]*(?:\s|$))", re.IGNORECASE)
+# the word (a closing quote or ':' of the message is kept: the last character hidden is the word's last other one).
+# The letters after "salt" and a URL's scheme are bounded, so a search takes linear time on any text.
+_SALTED = re.compile(r"^(.*?salt[a-z]{0,64}[.])(.+)$", re.IGNORECASE | re.DOTALL)
+_SALT_IN_TEXT = re.compile(r"(salt[a-z]{0,64}[.])(?:\S*[^\s'\":,;)]|\S)", re.IGNORECASE)
 # Passwords inside values: URL user information, key=value pairs of connection strings and JAAS configurations.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+(@)")
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/@:]*:)[^\s/@]+(@)")
 _PAIR_PASSWORD = re.compile(r"(?i)(\b(?:password|passwd|pwd|secret|token|sharedaccesskey|accountkey|sig)\s*=\s*)"
                             r"(\"[^\"]*\"|'[^']*'|[^;,&\s\"']+)")
 # Secrets shorter than this are not looked for in text: they would hide ordinary words.

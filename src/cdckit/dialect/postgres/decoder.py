@@ -294,6 +294,10 @@ class ChangeDecoder:
         def row(values: pgoutput.TupleValues | None) -> Row | None:
             if values is None:
                 return None
+            if len(values) != len(names):
+                raise DecodingError(f"a change of {relation.namespace}.{relation.name} carries {len(values)} columns "
+                                    f"where its relation message announced {len(names)} (change at LSN "
+                                    f"{format_lsn(lsn)}); the replication stream is corrupt")
             found = dict(zip(names, values, strict=True))
             if pgoutput.NotUtf8 in set(map(type, values)):  # rare: checked only when present
                 for name, value in found.items():

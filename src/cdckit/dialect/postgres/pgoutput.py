@@ -150,8 +150,8 @@ class _Reader:
 
     def take(self, length: int) -> bytes:
         if length < 0 or self.pos + length > len(self.data):
-            raise DecodingError(f"a value announces {length} bytes but the message ends after "
-                                f"{len(self.data) - self.pos}")
+            raise DecodingError(f"the value at byte {self.pos - 4} announces {length} bytes but the message ends "
+                                f"after {len(self.data) - self.pos}")
         raw = self.data[self.pos:self.pos + length]
         self.pos += length
         return raw
@@ -162,38 +162,54 @@ class _Reader:
         self.pos = end + 1
         return value
 
+    def count(self, what: str) -> int:
+        """An Int16 number of ``what``, which is never negative."""
+        count = self.int16()
+        if count < 0:
+            raise DecodingError(f"the count at byte {self.pos - 2} announces {count} {what}")
+        return count
+
     def tuple_data(self) -> TupleValues:
         # The hot loop of the stream (every column of every change): unrolled, on locals.
         data = self.data
         size = len(data)
         (count,) = _INT16.unpack_from(data, self.pos)
+        if count < 0:
+            raise DecodingError(f"the count at byte {self.pos} announces {count} columns")
         pos = self.pos + 2
         values: TupleValues = []
         append = values.append
         unpack_length = _INT32.unpack_from
-        for index in range(count):
-            kind = data[pos]
-            pos += 1
-            if kind == 116 or kind == 98:  # 't' text, 'b' binary
-                (length,) = unpack_length(data, pos)
-                pos += 4
-                end = pos + length
-                if length < 0 or end > size:
-                    raise DecodingError(f"a value announces {length} bytes but the message ends after {size - pos}")
-                if kind == 98:
-                    append(data[pos:end])
+        index = 0
+        try:
+            for index in range(count):
+                kind = data[pos]
+                pos += 1
+                if kind == 116 or kind == 98:  # 't' text, 'b' binary
+                    (length,) = unpack_length(data, pos)
+                    pos += 4
+                    end = pos + length
+                    if length < 0 or end > size:
+                        raise DecodingError(f"column {index} at byte {pos - 5} announces {length} bytes but the "
+                                            f"message ends after {size - pos}")
+                    if kind == 98:
+                        append(data[pos:end])
+                    else:
+                        try:
+                            append(data[pos:end].decode("utf-8"))
+                        except UnicodeDecodeError as exc:
+                            append(NotUtf8(index, exc.reason, exc.start))  # an error only if the column is emitted
+                    pos = end
+                elif kind == 110:  # 'n' null
+                    append(None)
+                elif kind == 117:  # 'u' unchanged TOASTed value
+                    append(UNAVAILABLE)
                 else:
-                    try:
-                        append(data[pos:end].decode("utf-8"))
-                    except UnicodeDecodeError as exc:
-                        append(NotUtf8(index, exc.reason, exc.start))  # an error only if the column is emitted
-                pos = end
-            elif kind == 110:  # 'n' null
-                append(None)
-            elif kind == 117:  # 'u' unchanged TOASTed value
-                append(UNAVAILABLE)
-            else:
-                raise DecodingError(f"pgoutput tuple column kind {chr(kind)!r} is unknown")
+                    raise DecodingError(f"pgoutput tuple column kind {chr(kind)!r} of column {index} at byte "
+                                        f"{pos - 1} is unknown")
+        except (IndexError, struct.error):
+            raise DecodingError(f"the message ends at byte {pos}, inside column {index} of the {count} its tuple "
+                                f"announces") from None
         self.pos = pos
         return values
 
@@ -213,7 +229,8 @@ class NotUtf8:
 
 
 def decode_message(data: bytes | memoryview) -> Message:
-    """Decode one pgoutput message; raises ``DecodingError`` naming the message type on malformed input."""
+    """Decode one pgoutput message; raises ``DecodingError`` naming the message type, and the byte where it goes
+    wrong, on malformed input."""
     raw = bytes(data)
     if not raw:
         raise DecodingError("empty pgoutput message")
@@ -224,9 +241,14 @@ def decode_message(data: bytes | memoryview) -> Message:
         return decoder(reader) if decoder is not None else Other(kind)
     except DecodingError as exc:
         raise DecodingError(f"pgoutput message {kind!r} is malformed: {exc}") from None
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise DecodingError(f"pgoutput message {kind!r} is malformed ({exc}); the replication stream is not "
-                            f"protocol version 1 pgoutput") from None
+    except (struct.error, IndexError):  # a field read past the message's end
+        what = f"it ends (after {len(raw)} bytes) inside the field at byte {reader.pos}"
+    except UnicodeDecodeError as exc:
+        what = f"the string at byte {reader.pos} is not UTF-8 ({exc.reason} at its byte {exc.start})"
+    except ValueError:  # bytes.index: a string without its NUL
+        what = f"the string at byte {reader.pos} has no terminating NUL"
+    raise DecodingError(f"pgoutput message {kind!r} is malformed: {what}; the replication stream is not protocol "
+                        f"version 1 pgoutput")
 
 
 def _begin(reader: _Reader) -> Begin:
@@ -248,7 +270,7 @@ def _relation(reader: _Reader) -> Relation:
     name = reader.string()
     replica_identity = reader.byte()
     columns = []
-    for _ in range(reader.int16()):
+    for _ in range(reader.count("columns")):
         flags = reader.int8()
         column_name = reader.string()
         type_oid = reader.uint32()
@@ -260,7 +282,7 @@ def _insert(reader: _Reader) -> Insert:
     relation_id = reader.uint32()
     marker = reader.byte()
     if marker != "N":
-        raise DecodingError(f"pgoutput insert carries tuple marker {marker!r}, expected 'N'")
+        raise DecodingError(f"pgoutput insert carries tuple marker {marker!r} at byte {reader.pos - 1}, expected 'N'")
     return Insert(relation_id, reader.tuple_data())
 
 
@@ -275,7 +297,7 @@ def _update(reader: _Reader) -> Update:
         old_key = reader.tuple_data()
         marker = reader.byte()
     if marker != "N":
-        raise DecodingError(f"pgoutput update carries tuple marker {marker!r}, expected 'N'")
+        raise DecodingError(f"pgoutput update carries tuple marker {marker!r} at byte {reader.pos - 1}, expected 'N'")
     return Update(relation_id, old, old_key, reader.tuple_data())
 
 
@@ -286,11 +308,14 @@ def _delete(reader: _Reader) -> Delete:
         return Delete(relation_id, reader.tuple_data(), None)
     if marker == "K":
         return Delete(relation_id, None, reader.tuple_data())
-    raise DecodingError(f"pgoutput delete carries tuple marker {marker!r}, expected 'K' or 'O'")
+    raise DecodingError(f"pgoutput delete carries tuple marker {marker!r} at byte {reader.pos - 1}, expected 'K' "
+                        f"or 'O'")
 
 
 def _truncate(reader: _Reader) -> Truncate:
     count = reader.int32()
+    if count < 0:
+        raise DecodingError(f"the count at byte 1 announces {count} relations")
     options = reader.int8()
     return Truncate(tuple(reader.uint32() for _ in range(count)), options)
 

@@ -21,7 +21,7 @@ from typing import Any
 from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance
 from cdckit.dialect.sqlserver.changes import check_readable, fold_changes, read_changes, require_max_lsn
-from cdckit.errors import CdcKitError, SourcePreconditionError
+from cdckit.errors import CdcKitError, SourcePreconditionError, first_line
 from cdckit.events import ChangeEvent
 from cdckit.state import StateStore
 
@@ -152,8 +152,10 @@ def check_override(table: str, statement: str) -> str | None:
 
     try:
         parsed = sqlglot.parse(statement, read="tsql")
-    except sqlglot.errors.ParseError as error:
-        return f"snapshot.select.statement.overrides.{table} is not valid T-SQL ({error})"
+    except sqlglot.errors.SqlglotError as error:  # ParseError, TokenError (an unterminated string or comment)
+        return f"snapshot.select.statement.overrides.{table} is not valid T-SQL ({first_line(error)})"
+    except RecursionError:
+        return f"snapshot.select.statement.overrides.{table} nests its expressions too deeply to be read"
     if len(parsed) != 1 or not isinstance(parsed[0], exp.Select):
         return f"snapshot.select.statement.overrides.{table} must be a single SELECT statement"
     return None

@@ -53,6 +53,9 @@ def is_pattern_property(key: str) -> bool:
 def validate_rule(key: str, value: str) -> str | None:
     """A problem with one masking/truncation property, or None."""
     truncate = _TRUNCATE_TO.match(key)
+    sized = truncate or _MASK_WITH.match(key)
+    if sized and (len(sized.group(1).lstrip("0")) > 10 or int(sized.group(1)) > 2**31 - 1):
+        return f"{key}: the length must be at most 2147483647 characters (Java's int)"
     if truncate and int(truncate.group(1)) <= 0:
         return f"{key}: the length must be a positive number of characters"
     hashed = _MASK_HASH.match(key)
@@ -62,7 +65,7 @@ def validate_rule(key: str, value: str) -> str | None:
     for pattern in _split(value):
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:  # a repetition past 2^32, groups nested deep
             return f"{key} entry {pattern!r} is not a valid regular expression ({exc})"
     return None
 

@@ -585,7 +585,7 @@ def _parse(settings: Mapping[str, str], problems: list[str]) -> list[Transform]:
             continue
         try:
             transforms.append(_TYPES[kind](alias, own))
-        except (ValueError, re.error) as error:
+        except (ValueError, re.error, OverflowError, RecursionError) as error:  # the last two a regex's too
             problems.append(f"transforms.{alias} ({kind.rsplit('.', 1)[-1]}): {error}")
     return transforms
 
