@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from cdckit.config import Config, load_config, loader, secrets, validate
 from cdckit.config.loader import parse_properties
 from cdckit.config.properties import PROPERTIES, Property
 from cdckit.errors import ConfigurationError
+from cdckit.formats.debezium.column_mappers import parse_message_key_columns, parse_rules
 
 # Fast enough for CI and the same examples on every run. A load takes milliseconds, two seconds with values of 100 kB
 # (sqlglot parsing one as T-SQL); the deadline catches a hang or a quadratic path (those found took 10 to 25 s), and
@@ -102,6 +104,10 @@ def loads_or_fails_clearly(load: Callable[[], Config]) -> Config | None:
         shown.encode("utf-8")
         for hidden in HIDDEN:
             assert hidden not in shown
+        # what the job reads of it later takes it as validated: the column rules, the key columns' regexes
+        parse_rules(config.as_properties(include_secrets=True))
+        for pattern, _ in parse_message_key_columns(config.str("message.key.columns")):
+            re.compile(pattern)
         return config
 
 
@@ -166,6 +172,7 @@ SETTINGS = st.dictionaries(KEYS, VALUES, max_size=8)
 @example({"max.batch.size": "salt." + "'" * 50_000 + "x"})  # the same, in a problem's text: 20 s
 @example({"name": "a." * 100_000})  # a quadratic search for a URL's password: 15 s
 @example({"max.batch.size": "${secret:fuzz/db:password}\x7f"})  # a secret inside a value shown escaped
+@example({"message.key.columns": "public.(orders:id"})  # accepted; the job's formatting then raised re.error
 def test_any_settings_over_a_valid_configuration_load_or_fail_clearly(settings: dict[str, str]) -> None:
     loads_or_fails_clearly(lambda: validate({**BASE, **settings}))
 

@@ -589,9 +589,15 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
         problems.append("plugin.name=yboutput exists only on YugabyteDB; use pgoutput with the PostgreSQL connector, "
                         "or set connector.class=io.debezium.connector.postgresql.YugabyteDBConnector")
     try:
-        parse_message_key_columns(str(values.get("message.key.columns") or ""))
+        key_columns = parse_message_key_columns(str(values.get("message.key.columns") or ""))
     except ValueError as exc:
         problems.append(str(exc))
+        key_columns = ()
+    for pattern, _ in key_columns:
+        try:
+            re.compile(pattern)
+        except (re.error, OverflowError, RecursionError) as exc:
+            problems.append(f"message.key.columns entry {pattern!r} is not a valid regular expression ({exc})")
     prefix = str(values.get("topic.prefix") or "")
     if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
         problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")
