@@ -26,13 +26,13 @@ def _modes(root: Path) -> tuple[set[int], set[int]]:
     return files, folders
 
 
-@pytest.mark.parametrize(("mode", "file_mode", "folder_mode"), [(None, 0o600, 0o700), ("640", 0o640, 0o750)])
-def test_outputs_and_checkpoints_get_the_files_mode(postgres: Any, spark: Any, database: str, workdir: Path,
-                                                    mode: str | None, file_mode: int, folder_mode: int) -> None:
+def test_outputs_and_checkpoints_get_the_files_mode(postgres: Any, spark: Any, database: str, workdir: Path) -> None:
+    # the group may read them here (640): the setting's own mode, not only the default's
+    mode, file_mode, folder_mode = "640", 0o640, 0o750
     dsn = postgres.dsn(database)
     execute(dsn, "CREATE TABLE public.items (id int PRIMARY KEY, secret text)",
             "INSERT INTO public.items VALUES (1, 'payroll')")
-    config = make_config(postgres, database, workdir, **({"cdckit.files.mode": mode} if mode else {}))
+    config = make_config(postgres, database, workdir, **{"cdckit.files.mode": mode})
     previous = os.umask(0o022)  # a usual umask, which alone would make them world-readable
     try:
         run_snapshot(spark, config)
@@ -64,5 +64,10 @@ def test_a_link_planted_at_the_temporary_name_is_not_written_through(tmp_path: P
     TopicFiles(str(output), "stream-1").write_all([pa.RecordBatch.from_pylist([row], schema=event_arrow_schema())])
     assert victim.read_text() == "untouched"
     written = output / "p.public.items" / "stream-1.jsonl"
-    assert written.read_text().strip() and stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert written.read_text().strip() and stat.S_IMODE(written.stat().st_mode) == 0o600  # the default
+    assert stat.S_IMODE(written.parent.stat().st_mode) == 0o755  # made before: kept as it was
     assert not written.is_symlink()
+    fresh = output / "p.public.fresh"
+    row["topic"] = "p.public.fresh"
+    TopicFiles(str(output), "stream-2").write_all([pa.RecordBatch.from_pylist([row], schema=event_arrow_schema())])
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700

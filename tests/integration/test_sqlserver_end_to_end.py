@@ -380,6 +380,7 @@ def test_signal_runs_an_incremental_snapshot_that_never_goes_back_in_time(model:
     assert not records(config, "server1.testDB.dbo.debezium_signal")  # signals are not data
 
 
+@pytest.mark.version_neutral  # the signal's checks; test_signal_runs_... runs the Spark path on every Spark
 def test_a_signals_filter_reads_only_its_rows_and_a_hostile_one_reads_nothing(model: SqlServerModel, spark: Any,
                                                                              workdir: Path) -> None:
     _signal_table(model)
