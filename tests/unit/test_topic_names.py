@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,18 @@ def test_the_lakes_folder_of_a_topic_is_never_its_own_folder_or_its_parent() -> 
     # a topic a transform routes to "." or ".." (Kafka refuses such names) would name the lake's folder or its parent
     assert [folder_name(t) for t in (".", "..", "...", "", "a/../b", "p.app.orders")] == [
         "_", "__", "___", "_", "a_.._b", "p.app.orders"]
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("topic.prefix", "..", "is dots alone"), ("topic.prefix", "a/b", "may only contain"),
+    ("topic.heartbeat.prefix", "../x", "may only contain"), ("topic.transaction", ".", "is dots alone"),
+])
+def test_the_topic_name_parts_a_user_gives_are_refused_where_kafka_or_a_folder_would_break(key: str, value: str,
+                                                                                             problem: str) -> None:
+    from cdckit.config.loader import validate
+    from cdckit.errors import ConfigurationError
+
+    settings = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "h",
+                "database.user": "u", "database.password": "p", "database.dbname": "d", "topic.prefix": "p"}
+    with pytest.raises(ConfigurationError, match=f"{key}='{re.escape(value)}' {problem}"):
+        validate({**settings, key: value})

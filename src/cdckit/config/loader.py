@@ -598,9 +598,16 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
             re.compile(pattern)
         except (re.error, OverflowError, RecursionError) as exc:
             problems.append(f"message.key.columns entry {pattern!r} is not a valid regular expression ({exc})")
-    prefix = str(values.get("topic.prefix") or "")
-    if prefix and not re.match(r"^[A-Za-z0-9._-]+$", prefix):
-        problems.append(f"topic.prefix={prefix!r} may only contain letters, digits, '.', '_' and '-'")
+    # the parts of topic names a user gives: Kafka's legal characters (as Debezium's topic.prefix check), and never
+    # a name of dots alone, which Kafka refuses and which would name a folder's own or parent folder in the files sink
+    for key in ("topic.prefix", "topic.heartbeat.prefix", "topic.transaction"):
+        part = values.get(key)
+        if part is None or part == "":
+            continue
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", str(part)):
+            problems.append(f"{key}={part!r} may only contain letters, digits, '.', '_' and '-'")
+        elif not str(part).strip("."):
+            problems.append(f"{key}={part!r} is dots alone, which Kafka refuses as a topic name; use letters or digits")
 
 
 def _check_metrics_endpoint(raw: Mapping[str, str], values: dict[str, object], problems: list[str]) -> None:
