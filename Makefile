@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-delta test-fast test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick demo test test-delta test-fast test-hostile test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -65,6 +65,15 @@ test-delta: $(OLDEST_STAMP)  ## the Delta sink's suites, on the oldest supported
 
 test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata, schemas off and single message transforms
 	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d,smt-a,smt-b,smt-c $(BIN)/python -m pytest tests/integration/test_debezium_parity.py
+
+HOSTILE_SUITES := tests/unit/test_signal_checks.py tests/unit/test_topic_names.py tests/unit/test_metrics_endpoint.py \
+                  tests/unit/test_secrets_hidden.py tests/unit/test_private_files.py tests/unit/test_connection_security.py \
+                  tests/unit/test_artifacts.py tests/unit/test_fuzz_pgoutput.py tests/unit/test_fuzz_config.py \
+                  tests/integration/test_hostile_signals.py tests/integration/test_hostile_names.py \
+                  tests/integration/test_file_modes.py tests/integration/test_secrets_scan.py
+
+test-hostile: $(STAMP)  ## the hostile-input suite alone (make test runs it too): signals, names, the metrics endpoint, secrets, files, connections, fuzzing
+	$(BIN)/python -m pytest $(HOSTILE_SUITES)
 
 test-fast: $(STAMP)  ## unit tests only (no Spark, no database)
 	$(BIN)/python -m pytest tests/unit
