@@ -75,7 +75,7 @@ def test_the_lab_models_factory_is_accepted_and_connects(tmp_path: Path) -> None
 
 
 def test_the_models_file_without_the_models_factory_is_refused() -> None:
-    (problem,) = problems_of({**SQLSERVER, "cdckit.sqlserver.model.path": "/tmp/sqlserver.sqlite"})
+    (problem,) = problems_of({**SQLSERVER, "cdckit.sqlserver.model.path": "sqlserver.sqlite"})
     assert problem.startswith("cdckit.sqlserver.model.path is read by the lab's model of SQL Server only")
 
 
