@@ -15,6 +15,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 PRIVATE_FILE = 0o600
@@ -28,6 +29,11 @@ def file_mode(text: str | None) -> int:
     if not 0 <= value <= 0o777 or value & 0o600 != 0o600:
         raise ValueError(f"{text!r}")
     return value
+
+
+def output_file_mode(options: Mapping[str, str]) -> int:
+    """The mode a job's configuration gives the files sink's files (``cdckit.files.mode``, validated at start)."""
+    return file_mode(options.get("cdckit.files.mode"))
 
 
 def folder_mode(mode: int) -> int:

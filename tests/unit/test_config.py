@@ -367,20 +367,9 @@ def test_the_former_parquet_lake_sink_is_refused_with_the_way_to_delta(settings:
 
 
 @pytest.fixture
-def aws_secret(monkeypatch: pytest.MonkeyPatch) -> Any:
-    moto = pytest.importorskip("moto")
-    import boto3
-
-    from cdckit.config import loader
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
-                        ("AWS_DEFAULT_REGION", "eu-west-1")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(loader, "_SECRETS", {})
-    with moto.mock_aws():
-        client = boto3.client("secretsmanager")
-        yield client.create_secret(Name="cdckit/source", SecretString=json.dumps(
-            {"username": "replicator", "password": PASSWORD}))["ARN"]
+def aws_secret(secretsmanager: Any) -> str:
+    secret = json.dumps({"username": "replicator", "password": PASSWORD})
+    return str(secretsmanager.create_secret(Name="cdckit/source", SecretString=secret)["ARN"])
 
 
 def test_credentials_come_from_aws_secrets_manager(aws_secret: str) -> None:

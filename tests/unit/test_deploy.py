@@ -279,16 +279,22 @@ def test_dry_run_prints_every_step_in_order_and_calls_nothing(capsys: pytest.Cap
     assert "cdckit-prod-stream on <application> (STREAMING)" in lines[-1]
 
 
-def _fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str) -> Path:
-    """A docker command that records its calls and, asked for an image's digests, answers ``digest``."""
-    log, folder = tmp_path / "docker.log", tmp_path / "bin"
-    folder.mkdir()
-    docker = folder / "docker"
-    docker.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
-                      f'case "$1 $2" in "image inspect") echo \'["{digest}"]\';; esac\n')
-    docker.chmod(0o755)
+def _fake_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, answers: str = "") -> Path:
+    """A command on PATH that records its calls in a log (returned) and answers with ``answers``, a shell ``case``
+    body over its arguments."""
+    log, folder = tmp_path / f"{name}.log", tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    command = folder / name
+    command.write_text(f'#!/bin/sh\necho "$*" >> {log}\n{answers}\n')
+    command.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
     return log
+
+
+def _fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str) -> Path:
+    """A docker command that records its calls and, asked for an image's digests, answers ``digest``."""
+    return _fake_command(tmp_path, monkeypatch, "docker",
+                         f'case "$1 $2" in "image inspect") echo \'["{digest}"]\';; esac')
 
 
 def test_the_base_image_is_pinned_by_digest_once_and_built_on_from_then_on(tmp_path: Path,
@@ -328,13 +334,8 @@ def test_a_lock_file_that_names_no_digest_is_refused_before_building(tmp_path: P
 ])
 def test_a_redeploy_on_kubernetes_leaves_a_taken_snapshot_alone_and_applies_the_stream(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshot_state: str, applied: list[str]) -> None:
-    log, folder = tmp_path / "kubectl.log", tmp_path / "bin"
-    folder.mkdir()
-    kubectl = folder / "kubectl"
-    kubectl.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
-                       f'case "$1 $3" in "get cdckit-dev-snapshot") printf "{snapshot_state}";; esac\n')
-    kubectl.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    log = _fake_command(tmp_path, monkeypatch, "kubectl",
+                        f'case "$1 $3" in "get cdckit-dev-snapshot") printf "{snapshot_state}";; esac')
     (tmp_path / "infra/terraform/envs/dev").mkdir(parents=True)
     deployment = Deployment("dev", runtime="eks", root=tmp_path, say=lambda _: None)
     deployment.submit_eks(deployment.spark_applications({"namespace": "cdckit"}, {"connector": "s3://kit/c.json"},

@@ -52,20 +52,9 @@ CONNECTOR = {"connector.class": "io.debezium.connector.postgresql.PostgresConnec
 
 
 @pytest.fixture
-def aws_secret(monkeypatch: pytest.MonkeyPatch) -> Any:
-    moto = pytest.importorskip("moto")
-    import boto3
-
-    from cdckit.config import loader
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
-                        ("AWS_DEFAULT_REGION", "eu-west-1")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(loader, "_SECRETS", {})
-    with moto.mock_aws():
-        client = boto3.client("secretsmanager")
-        yield client.create_secret(Name="cdckit/sink", SecretString=json.dumps(
-            {"topic": "Stored-Value-14n"}))["ARN"]
+def aws_secret(secretsmanager: Any) -> str:
+    secret = json.dumps({"topic": "Stored-Value-14n"})
+    return str(secretsmanager.create_secret(Name="cdckit/sink", SecretString=secret)["ARN"])
 
 
 def _run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str]:

@@ -50,8 +50,9 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
                  observer: Observer | None = None) -> SnapshotReport:
     """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data).
     ``observer``: the stream's metrics, when the snapshot runs before it (else the snapshot has its own)."""
-    check_paths(spark, config.as_properties())
-    apply_file_mode(spark, config.as_properties())
+    properties = config.as_properties()
+    check_paths(spark, properties)
+    apply_file_mode(spark, properties)
     own = observer is None
     observer = observer or job_observer(config)
     try:
@@ -66,8 +67,9 @@ def run_stream(spark: SparkSession, config: Config,
                on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
     ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
-    check_paths(spark, config.as_properties())
-    apply_file_mode(spark, config.as_properties())
+    properties = config.as_properties()
+    check_paths(spark, properties)
+    apply_file_mode(spark, properties)
     started = time.monotonic()
     report = StreamReport()
     observer = job_observer(config, on_metrics)

@@ -11,7 +11,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from cdckit.config.secrets import SECRET_NAME_REGEX
-from cdckit.fsutil import file_mode, folder_mode
+from cdckit.fsutil import folder_mode, output_file_mode
 from cdckit.spark.compat import check_spark
 from cdckit.spark.sinks.kafka import use_v2_write
 from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotDataSource
@@ -93,7 +93,7 @@ def apply_file_mode(spark: SparkSession, options: Mapping[str, str]) -> None:
     ``spark.hadoop.fs.permissions.umask-mode`` itself. S3 keeps no such permissions."""
     if spark.sparkContext.getConf().contains("spark.hadoop.fs.permissions.umask-mode"):
         return
-    umask = f"{0o777 & ~folder_mode(file_mode(options.get('cdckit.files.mode'))):03o}"
+    umask = f"{0o777 & ~folder_mode(output_file_mode(options)):03o}"
     # the session's Hadoop configuration is a copy of the context's, made when the session state was; the local file
     # system Hadoop caches (which writes a local checkpoint: compat.local_checkpoint_files) keeps the one it was
     # made with

@@ -47,7 +47,7 @@ from cdckit.dialect.postgres.pending import peek_options
 from cdckit.dialect.postgres.server_version import ServerVersion
 from cdckit.dialect.postgres.snapshot import fetch_blocks
 from cdckit.dialect.signals import Signal, check_columns, parse_signal
-from cdckit.errors import CdcKitError, DecodingError
+from cdckit.errors import CdcKitError, DecodingError, first_line
 from cdckit.events import UNAVAILABLE
 
 log = logging.getLogger("cdckit.signals")
@@ -243,7 +243,7 @@ def _condition_runs(conn: Connection, table: TableInfo, request: TableRequest) -
         except psycopg2.Error as error:
             cur.execute("ROLLBACK TO SAVEPOINT cdckit_condition")
             log.error("incremental snapshot of %s dropped: its additional condition %r fails on the table: %s",
-                      request.qualified_name, request.condition, str(error).strip().splitlines()[0])
+                      request.qualified_name, request.condition, first_line(error))
             return False
         cur.execute("RELEASE SAVEPOINT cdckit_condition")
     return True
@@ -424,7 +424,7 @@ def _guarded_blocks(conn: Connection, table: TableInfo, chunk: WindowChunk, fetc
             cur.execute("ROLLBACK TO SAVEPOINT cdckit_chunk")
         log.error("incremental snapshot of %s.%s: chunk %d, read with the additional condition %r, skipped, the "
                   "snapshot of the table is incomplete: %s", table.schema, table.name, chunk.id, chunk.condition,
-                  str(error).strip().splitlines()[0])
+                  first_line(error))
         return
     with conn.cursor() as cur:
         cur.execute("RELEASE SAVEPOINT cdckit_chunk")

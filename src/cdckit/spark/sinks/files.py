@@ -25,7 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from cdckit.fsutil import file_mode
+from cdckit.fsutil import output_file_mode
 from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, on_partitions, summarize
 from cdckit.spark.sinks.jsonl import file_writer, topic_folder
 from cdckit.spark.transforms import has_transforms
@@ -47,7 +47,7 @@ class FilesSink(SinkWriter):
         (chunk watermarks) are not written but handed back in ``controls`` and, partition by partition as soon as
         its records are written, kept in ``controls_dir`` (so a failed snapshot knows which chunks are done)."""
         writer = file_writer(self.output, "snapshot", per_partition=True, controls_dir=controls_dir,
-                             mode=file_mode(self.options.get("cdckit.files.mode")))
+                             mode=output_file_mode(self.options))
         return summarize(on_partitions(df, writer, arrow=True), controls)
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None, ordered_partitions: bool,
@@ -57,7 +57,7 @@ class FilesSink(SinkWriter):
         records are written as they come, ``stream-<batch>-<partition>.jsonl``, with no shuffle (file names sort
         in position order)."""
         label = f"stream-{batch_id:012d}"
-        mode = file_mode(self.options.get("cdckit.files.mode"))
+        mode = output_file_mode(self.options)
         if ordered_partitions:
             return summarize(on_partitions(df, file_writer(self.output, label, per_partition=True, mode=mode),
                                            arrow=True), controls)

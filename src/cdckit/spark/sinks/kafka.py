@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from cdckit.errors import CdcKitError, ConfigurationError
-from cdckit.fsutil import file_mode
+from cdckit.fsutil import output_file_mode
 from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, persist_controls
 from cdckit.spark.sinks.jsonl import write_dead_letters
 from cdckit.spark.transforms import has_transforms
@@ -369,7 +369,7 @@ def _oversize(records: DataFrame, limit: int, options: Mapping[str, str], output
         return records
     if options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter":
         write_dead_letters(offenders.drop("_size", "_value"), output, label,
-                           file_mode(options.get("cdckit.files.mode")))
+                           output_file_mode(options))
         return measured.filter(F.col("_size") <= limit).drop("_size")
     first = found[0]
     raise DeliveryError(

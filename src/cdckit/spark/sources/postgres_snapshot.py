@@ -34,7 +34,7 @@ from cdckit.dialect.postgres.snapshot import (
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.fsutil import file_mode
+from cdckit.fsutil import output_file_mode
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
 from cdckit.spark.rows import (
@@ -115,7 +115,7 @@ class PostgresSnapshotReader(DataSourceReader):
         folder = self.options.get("cdckit.snapshot.files.output")
         if folder and isinstance(partition, SnapshotPartition | SchemaChangePartition):
             return written_rows(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}",
-                                                    mode=file_mode(self.options.get("cdckit.files.mode"))))
+                                                    mode=output_file_mode(self.options)))
         return batches
 
     def batches(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -48,7 +48,7 @@ from cdckit.dialect.postgres.replication import advance_slot, slot_status
 from cdckit.errors import ReplicationSlotError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
-from cdckit.fsutil import file_mode
+from cdckit.fsutil import output_file_mode
 from cdckit.spark.compat import (
     ReadLimit,
     SelfBoundedReader,
@@ -346,7 +346,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         folder = self.options.get(STREAM_FILES_OUTPUT)
         if folder and partition.batch is not None:
             return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}",
-                                                    mode=file_mode(self.options.get("cdckit.files.mode"))))
+                                                    mode=output_file_mode(self.options)))
         return batches
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:

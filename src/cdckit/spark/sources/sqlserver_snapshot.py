@@ -29,6 +29,7 @@ from cdckit.dialect.sqlserver.snapshot import (
     select_overrides,
     snapshot_events,
 )
+from cdckit.errors import first_line
 from cdckit.events import Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.spark.options import from_spark_options
@@ -127,7 +128,7 @@ def _read_conditioned(conn: Any, options: dict[str, str], instance: CaptureInsta
     except Exception as error:  # the driver's own error (pyodbc.Error), or the model's
         log.error("incremental snapshot of %s: chunk %s, read with the additional condition %r, skipped, the "
                   "snapshot of the table is incomplete: %s", instance.qualified_name, chunk.id, condition,
-                  str(error).strip().splitlines()[0] if str(error) else type(error).__name__)
+                  first_line(error))
     retry = connect(options, instance.database)
     try:
         return [], require_max_lsn(retry.cursor(), instance.database) or max(instance.start_lsn - 1, 0)

@@ -50,6 +50,7 @@ from cdckit.dialect.sqlserver.snapshot import (
     read_incremental_watermarks,
     signal_instance,
 )
+from cdckit.errors import first_line
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
@@ -471,8 +472,7 @@ def _condition_runs(cursor: Any, instance: CaptureInstance, request: Any) -> boo
         return False
     except Exception as error:  # the driver's own error (pyodbc.Error), or the model's
         log.error("incremental snapshot of %s dropped: its additional condition %r fails on the table: %s",
-                  request.qualified_name, request.condition, str(error).strip().splitlines()[0] if str(error) else
-                  type(error).__name__)
+                  request.qualified_name, request.condition, first_line(error))
         return False
     return True
 
