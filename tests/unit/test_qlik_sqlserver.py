@@ -65,6 +65,10 @@ def col(type_name: str, max_length: int = 0, precision: int = 0, scale: int = 0,
     (col("varbinary", -1), ("BLOB", 0, 0, 0)),
     (col("image", 16), ("BLOB", 0, 0, 0)),
     (col("timestamp", 8), ("BYTES", 8, 0, 0)),
+    (col("geometry", -1), ("BLOB", 0, 0, 0)),
+    (col("geography", -1), ("BLOB", 0, 0, 0)),
+    (col("hierarchyid", 892), ("WSTRING", 4000, 0, 0)),
+    (col("sql_variant", 8016), ("WSTRING", 4000, 0, 0)),
 ])
 def test_sql_server_types_map_to_qliks_documented_types(column: SqlServerColumn,
                                                         expected: tuple[str, int, int, int]) -> None:
@@ -72,7 +76,7 @@ def test_sql_server_types_map_to_qliks_documented_types(column: SqlServerColumn,
     assert (mapped.type, mapped.length, mapped.precision, mapped.scale) == expected
 
 
-@pytest.mark.parametrize("type_name", ["sql_variant", "hierarchyid", "geometry", "geography"])
+@pytest.mark.parametrize("type_name", ["cursor", "table"])
 def test_types_without_a_mapping_are_refused_naming_the_column(type_name: str) -> None:
     with pytest.raises(UnsupportedSqlServerTypeError, match=rf"'shape'.*'{type_name}'.*column\.exclude\.list"):
         qlik_column(col(type_name, name="shape"))
@@ -108,6 +112,16 @@ def test_table_takes_key_positions_and_nullability_from_the_capture_instance() -
      "6F9619FF-8B86-D011-B42D-00C04FC964FF"),
     (col("nchar", 8), "ab  ", "ab  "),
     (col("varbinary", 10), bytearray(b"\x01\x02"), b"\x01\x02"),
+    # cdckit's connections read datetime, datetime2 and time as SQL Server's text (100 ns), spatial values as the
+    # SRID and the well-known binary, hierarchyid and sql_variant as text (docs/decisions/0032)
+    (col("datetime2", 8, 27, 7), "2024-05-01 08:30:00.1234567", datetime.datetime(2024, 5, 1, 8, 30, 0, 123456, UTC)),
+    (col("datetime", 8, 23, 3), "2024-05-01 08:30:00.0070000", datetime.datetime(2024, 5, 1, 8, 30, 0, 7000, UTC)),
+    (col("time", 5, 16, 7), "08:30:00.1234567", "08:30:00.1234567"),
+    (col("time", 5, 11, 2), "08:30:00.1200000", "08:30:00.12"),
+    (col("geography", -1), b"\x00\x00\x10\xe6\x01\x01\x00\x00\x00" + bytes(16),
+     b"\x00\x00\x10\xe6\x01\x01\x00\x00\x00" + bytes(16)),
+    (col("hierarchyid", 892), "/1/3/", "/1/3/"),
+    (col("sql_variant", 8016), "42", "42"),
 ])
 def test_values_become_typed_qlik_values(column: SqlServerColumn, value: object, expected: object) -> None:
     assert qlik_value(column, value) == expected

@@ -578,7 +578,7 @@ def test_cursor_and_connection_surface(model: SqlServerModel, conn: ssm.Connecti
     other.close()
     with pytest.raises(ssm.ProgrammingError, match="closed connection"):
         other.cursor()
-    with pytest.raises(ssm.InterfaceError, match=r"\(4060\)"):
+    with pytest.raises(ssm.ProgrammingError, match=r"\(4060\)"):
         ssm.connect(f"MODEL={model.path};DATABASE=nope")
     with pytest.raises(ssm.InterfaceError, match="MODEL"):
         ssm.connect("DRIVER={ODBC Driver 18 for SQL Server};SERVER=localhost")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import uuid
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -80,7 +81,7 @@ def test_schema_key_order_matches_json_converter_and_not_null_column_is_required
     )
 
 
-@pytest.mark.parametrize("type_name", ["sql_variant", "hierarchyid", "geometry", "geography", "cursor"])
+@pytest.mark.parametrize("type_name", ["cursor", "table"])
 def test_unmapped_type_raises_error_naming_column_type_and_exclude_list(type_name: str) -> None:
     with pytest.raises(UnsupportedSqlServerTypeError, match=rf"'col'.*'{type_name}'.*column\.exclude\.list"):
         mapped(type_name)
@@ -472,3 +473,40 @@ def test_datetime2_7_text_gives_nanos_since_epoch_as_integer_arithmetic(day: dat
     assert mapped("datetime2", scale=7).convert(text) == java_long(exact)
     assert mapped("datetime2", connect(), scale=7).convert(text) == exact // 10**6
     assert mapped("time", scale=7).convert(text[11:]) == ticks * 100
+
+
+# ---- types pyodbc cannot fetch, read through the query's conversions (docs/decisions/0032) ----
+
+
+POINT_WKB = struct.pack("<BIdd", 1, 1, -122.35, 47.65)
+
+
+@pytest.mark.parametrize(("type_name", "name"), [("geometry", "Geometry"), ("geography", "Geography")])
+def test_spatial_types_map_to_debezium_geometry_structs_of_wkb_and_srid(type_name: str, name: str) -> None:
+    field = mapped(type_name)
+    assert field.schema == {"type": "struct", "fields": [{"type": "bytes", "optional": False, "field": "wkb"},
+                                                         {"type": "int32", "optional": True, "field": "srid"}],
+                            "optional": True, "name": f"io.debezium.data.geometry.{name}", "version": 1,
+                            "doc": name, "field": "col"}
+    # the query's CAST(c.STSrid AS binary(4)) + c.STAsBinary(): the SRID, big-endian, then the well-known binary
+    assert field.convert((4326).to_bytes(4, "big") + POINT_WKB) == {
+        "wkb": base64.b64encode(POINT_WKB).decode(), "srid": 4326}
+    with pytest.raises(ValueError, match="no SRID"):
+        field.convert(b"\x00\x00")
+
+
+@pytest.mark.parametrize(("type_name", "text"), [("hierarchyid", "/1/3/"), ("sql_variant", "42")])
+def test_hierarchyid_and_sql_variant_map_to_their_text(type_name: str, text: str) -> None:
+    assert mapped(type_name).schema == schema("string")
+    assert mapped(type_name).convert(text) == text
+
+
+def test_the_connections_converters_give_sql_servers_text_with_seven_digits() -> None:
+    from cdckit.dialect.sqlserver.connection import server_datetime, time_text, timestamp_text
+
+    assert timestamp_text(struct.pack("<6hI", 2024, 1, 2, 3, 4, 5, 123_456_700)) == "2024-01-02 03:04:05.1234567"
+    assert time_text(struct.pack("<3H2xI", 23, 59, 59, 999_999_900)) == "23:59:59.9999999"
+    assert server_datetime("2024-01-02 03:04:05.1234567") == datetime(2024, 1, 2, 3, 4, 5, 123456)
+    assert server_datetime(datetime(2024, 1, 2)) == datetime(2024, 1, 2) and server_datetime(None) is None
+    with pytest.raises(ValueError, match="cannot read the SQL Server datetime"):
+        server_datetime("Jan  2 2024  3:04AM")

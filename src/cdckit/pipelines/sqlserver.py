@@ -193,7 +193,8 @@ def _current_positions(options: dict[str, str], instances: list[CaptureInstance]
         with closing(connect(options, database)) as conn:
             # No maximum LSN yet: stream everything since the capture instances started.
             first = min((i.start_lsn for i in instances if i.database == database), default=1)
-            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or first - 1) or ""
+            start[database] = format_sqlserver_lsn(require_max_lsn(conn.cursor(), database) or max(first - 1, 0)) \
+                or ""
     return start
 
 

@@ -267,6 +267,84 @@ class SqlServerModel:
             floor = conn.execute("SELECT MIN(start_lsn) FROM change_tables WHERE db = ?", (db,)).fetchone()[0]
             conn.execute("DELETE FROM lsn_time_mapping WHERE db = ? AND start_lsn < ?", (db, floor))
 
+    # -- logins, permissions and the server's view of itself ---------------------------------------------------
+    def create_login(self, name: str, password: str, databases: Sequence[str] | None = None) -> None:
+        """CREATE LOGIN with a password, and a user for it in ``databases`` (None: every database). From the first
+        login on, connections are authenticated: an unknown login or a wrong password fails with error 18456
+        ("Login failed for user '<name>'.", SQLSTATE 28000); a database the login has no user in fails with error
+        4060 ('Cannot open database "<db>" requested by the login. The login failed.', SQLSTATE 42000), as one
+        that does not exist does (Microsoft's "Database engine events and errors" pages)."""
+        value = json.dumps({"password": password,
+                            "databases": None if databases is None else [d.casefold() for d in databases]})
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES (?, ?)", (f"login:{name.casefold()}", value))
+
+    def set_capture_access(self, db: str, capture_instance: str, login: str, allowed: bool) -> None:
+        """Whether ``login`` may read the change data of a capture instance: SELECT on every captured column of its
+        source table and, when the instance has a gating role, membership of that role (the Permissions sections of
+        sys.fn_cdc_get_min_lsn and cdc.fn_cdc_get_all_changes_<capture_instance>). Without it,
+        ``sys.fn_cdc_get_min_lsn`` returns 0x00, as for a capture instance that does not exist; the instance's
+        row in cdc.change_tables stays readable with SELECT on the cdc schema."""
+        key = f"capture_denied:{db.casefold()}:{capture_instance.casefold()}:{login.casefold()}"
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES (?, ?)", (key, int(not allowed)))
+
+    @property
+    def agent_service_listed(self) -> bool:
+        """Whether sys.dm_server_services has a 'SQL Server Agent (...)' row (True). False models a server that does
+        not list the Agent to the login: Azure SQL Database and Amazon RDS, or a login whose view of the server's
+        state shows no such row; cdckit then cannot tell whether the Agent runs."""
+        return not self._server_flag("agent_service_hidden")
+
+    @agent_service_listed.setter
+    def agent_service_listed(self, listed: bool) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES ('agent_service_hidden', ?)", (int(not listed),))
+
+    @property
+    def max_text_repl_size(self) -> int:
+        """The 'max text repl size' server option: the most bytes of text, ntext, image, varchar(max),
+        nvarchar(max), varbinary(max) and xml data one INSERT or UPDATE may put into a column a capture instance
+        captures (65536 by default; -1 for no limit but the type's). Microsoft: "max text repl size (server
+        configuration option)" and the "Large object data types" section of cdc.<capture_instance>_CT."""
+        conn = store.open_sqlite(self.path)
+        try:
+            value = store.server_value(conn, "max text repl size")
+        finally:
+            conn.close()
+        return 65536 if value is None else int(value)
+
+    def configure(self, option: str, value: int) -> None:
+        """``EXEC sp_configure '<option>', <value>; RECONFIGURE;`` for 'max text repl size' (-1 or 0 to
+        2147483647; it takes effect at once, without a restart)."""
+        if option.strip().casefold() != "max text repl size":
+            raise server_error(ProgrammingError, "42000", 15123, f"The configuration option '{option}' does not "
+                               "exist, or it may be an advanced option.")
+        if not -1 <= value <= 2_147_483_647:
+            raise server_error(ProgrammingError, "42000", 1274, f"The value {value} for configuration option "
+                               f"'{option}' is out of range (-1 to 2147483647).")
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES ('max text repl size', ?)", (value,))
+
+    def clear_start_lsn(self, db: str, capture_instance: str) -> None:
+        """cdc.change_tables.start_lsn NULL: "the low endpoint has not been established" (Microsoft's
+        cdc.change_tables page); sys.fn_cdc_get_min_lsn then returns 0x00."""
+        with self._write() as conn:
+            db = store.database_name(conn, db)
+            if not store.instances(conn, db, name=capture_instance):
+                raise server_error(ProgrammingError, "42000", 22985, f"Could not find the capture instance "
+                                   f"'{capture_instance}'.")
+            conn.execute("UPDATE change_tables SET start_lsn = NULL WHERE db = ? AND capture_instance = ?",
+                         (db, capture_instance))
+
+    def purge_lsn_time_mapping(self, db: str) -> None:
+        """What the cleanup job can leave in a quiet database: no cdc.lsn_time_mapping row, so
+        sys.fn_cdc_get_max_lsn() returns NULL although the Agent runs (Debezium's streaming source warns of "low
+        activity database where the cdc clean up job periodically clears entries from the cdc tables")."""
+        with self._write() as conn:
+            db = store.database_name(conn, db)
+            conn.execute("DELETE FROM lsn_time_mapping WHERE db = ?", (db,))
+
     # -- DML ----------------------------------------------------------------------------------------------------
     def transaction(self, db: str) -> ModelTransaction:
         """One committed transaction (one commit LSN); rolled back if the block raises."""

@@ -10,7 +10,16 @@ from types import TracebackType
 from typing import Any
 
 from . import _sqlite as store
-from ._errors import Error, InterfaceError, ProgrammingError, driver_error, pyodbc_error, server_error
+from ._errors import (
+    Error,
+    InterfaceError,
+    ProgrammingError,
+    cannot_open_database,
+    driver_error,
+    login_failed,
+    pyodbc_error,
+    server_error,
+)
 from ._statements import Result, Session, execute
 from ._types import DATETIMEOFFSET_SQL_TYPE, TYPES, datetimeoffset_struct
 
@@ -152,7 +161,7 @@ class Connection:
     """One client connection; it opens the model's SQLite file, so any process given the path sees one server."""
 
     def __init__(self, path: str | Path, *, autocommit: bool = False, database: str | None = None,
-                 timeout: int = 0) -> None:
+                 timeout: int = 0, user: str | None = None, password: str | None = None) -> None:
         self.path = Path(path)
         if not self.path.exists():
             raise driver_error(InterfaceError, "08001", f"[08001] the SQL Server model file {self.path} does not "
@@ -160,18 +169,20 @@ class Connection:
         self._sqlite: sqlite3.Connection = store.open_sqlite(self.path)
         self.autocommit = autocommit
         self.timeout = timeout
-        self.session = Session(model_path=str(self.path))
+        self.session = Session(model_path=str(self.path), login=(user or "").casefold())
         self.closed = False
         self._output_converters: dict[int, Callable[[Any], Any]] = {}
         self.database = database
+        login = store.login(self._sqlite, user or "")
+        if store.logins_checked(self._sqlite) and (login is None or login["password"] != (password or "")):
+            self._sqlite.close()
+            raise login_failed(user or "")
         if database is not None:
             exists = self._sqlite.execute("SELECT 1 FROM databases WHERE name = ?", (database,)).fetchone()
-            if exists is None:
+            if exists is None or (login is not None and login["databases"] is not None
+                                  and database.casefold() not in login["databases"]):
                 self._sqlite.close()
-                error = server_error(InterfaceError, "42000", 4060, f'Cannot open database "{database}" requested '
-                                     "by the login. The login failed.")
-                error.args = (error.args[0], error.args[1].replace("SQLExecDirectW", "SQLDriverConnect"))
-                raise error
+                raise cannot_open_database(database)
             if store.server_value(self._sqlite, f"offline:{database}"):
                 self._sqlite.close()
                 error = server_error(InterfaceError, "42000", 942, f"Database '{database}' cannot be opened because "
@@ -195,6 +206,11 @@ class Connection:
     def isolation_level(self) -> str:
         """The level last set with SET TRANSACTION ISOLATION LEVEL (READ COMMITTED, SQL Server's default)."""
         return self.session.isolation_level
+
+    @property
+    def lock_timeout(self) -> int:
+        """The milliseconds last set with SET LOCK_TIMEOUT (-1, SQL Server's default: wait forever)."""
+        return self.session.lock_timeout
 
     def cursor(self) -> Cursor:
         self._check()
@@ -280,7 +296,8 @@ def connect(connection_string: str = "", *, autocommit: bool = False, timeout: i
         raise driver_error(InterfaceError, "IM002", "the connection string names no MODEL=<path of the SQL Server "
                            "model's SQLite file>")
     database = items.get("DATABASE") or None
-    return Connection(items["MODEL"], autocommit=autocommit, database=database, timeout=timeout)
+    return Connection(items["MODEL"], autocommit=autocommit, database=database, timeout=timeout,
+                      user=items.get("UID"), password=items.get("PWD"))
 
 
 class ModelConnector:

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from . import _sqlite as store
-from ._errors import IntegrityError, ProgrammingError, server_error
+from ._errors import IntegrityError, ProgrammingError, lob_too_long, server_error
 from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, encode, int_to_lsn
 
 
@@ -194,6 +194,38 @@ class ModelTransaction:
                           (self._db, seqval, kind, info.object_id, images[0], images[1], json.dumps(list(changed)),
                            self._commands))
 
+    def _check_lob_sizes(self, info: store.TableInfo, row: Mapping[str, Any], written: Sequence[str]) -> None:
+        """Error 7139: the statement fails when it writes more than 'max text repl size' bytes (65536 by default,
+        -1 no limit) into a text, ntext, image, varchar(max), nvarchar(max), varbinary(max) or xml column that a
+        capture instance captures (Microsoft: cdc.<capture_instance>_CT, "Large Object Data Types", and "max text
+        repl size (server configuration option)"). Bytes as stored: one a character for varchar and text (the
+        code page), UTF-16 for nvarchar, ntext and xml."""
+        if not self._cdc:
+            return
+        limit = store.server_value(self.conn, "max text repl size")
+        limit = 65536 if limit is None else int(limit)
+        if limit == -1:
+            return
+        captured = {c.name.casefold() for i in store.instances(self.conn, self._db, source_object_id=info.object_id)
+                    for _, c in i.captured}
+        for name in written:
+            column = info.column(name)
+            value = row.get(column.name) if column is not None else None
+            if column is None or value is None or column.name.casefold() not in captured:
+                continue
+            large = column.type_name in ("text", "ntext", "image", "xml") or (
+                column.type_name in ("varchar", "nvarchar", "varbinary") and column.max_length == -1)
+            if not large:
+                continue
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                length = len(bytes(value))
+            elif column.type_name in ("nvarchar", "ntext", "xml"):
+                length = len(str(value).encode("utf-16-le"))
+            else:
+                length = len(str(value))
+            if length > limit:
+                raise lob_too_long(length, limit)
+
     @staticmethod
     def _encoded(info: store.TableInfo, row: Mapping[str, Any]) -> dict[str, Any]:
         return {c.name: encode(c, row.get(c.name)) for _, c in info.columns}
@@ -247,6 +279,7 @@ class ModelTransaction:
                 stored[column.name] = coerce(column, value)
             else:
                 stored[column.name] = coerce(column, given.get(column.name.casefold()), info.qualified)
+        self._check_lob_sizes(info, stored, [c.name for _, c in info.columns])
         self._check_key(info, stored)
         self._store(info, stored)
         self._log("insert", info, None, stored)
@@ -269,6 +302,7 @@ class ModelTransaction:
                                        f"'{column.name}'.")
                 new[column.name] = coerce(column, value, info.qualified)
                 changed.append(column.name)
+            self._check_lob_sizes(info, new, changed)
             key_changed = any(compare_key(old[k]) != compare_key(new[k]) for k in info.primary_key)
             if key_changed:
                 self._check_key(info, new, skip_rid=rid)

@@ -106,6 +106,24 @@ def server_value(conn: sqlite3.Connection, key: str) -> Any:
     return None if row is None else row[0]
 
 
+def login(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    """A login created with ``SqlServerModel.create_login``: {"password", "databases" (case-folded names the login
+    has a user in, None for every database)}; None when there is no such login."""
+    text = server_value(conn, f"login:{name.casefold()}")
+    return None if text is None else dict(json.loads(text))
+
+
+def logins_checked(conn: sqlite3.Connection) -> bool:
+    """Once a login exists, connections are authenticated (before that, the model accepts any login)."""
+    return conn.execute("SELECT 1 FROM server WHERE k LIKE 'login:%'").fetchone() is not None
+
+
+def capture_access_denied(conn: sqlite3.Connection, db: str, capture_instance: str, login_name: str) -> bool:
+    """The login lacks SELECT on a captured column of the instance's table or membership of its gating role."""
+    key = f"capture_denied:{db.casefold()}:{capture_instance.casefold()}:{login_name.casefold()}"
+    return bool(server_value(conn, key))
+
+
 @dataclass(frozen=True)
 class TableInfo:
     db: str
@@ -173,8 +191,11 @@ class InstanceInfo:
     capture_instance: str
     object_id: int  # the change table
     source_object_id: int
-    start_lsn: bytes
+    start_lsn: bytes  # 0x00 when cdc.change_tables.start_lsn is NULL (see established)
     captured: tuple[tuple[int, ModelColumn], ...]  # (column_ordinal, column as captured)
+    # False when cdc.change_tables.start_lsn is NULL: "the low endpoint has not been established" (Microsoft's
+    # cdc.change_tables page); fn_cdc_get_min_lsn then returns 0x00, as it ISNULLs the column
+    established: bool = True
 
 
 def instances(conn: sqlite3.Connection, db: str, *, name: str | None = None,
@@ -192,7 +213,8 @@ def instances(conn: sqlite3.Connection, db: str, *, name: str | None = None,
                 "FROM captured_columns cc JOIN columns c ON c.db = cc.db AND c.object_id = cc.object_id "
                 "AND c.name = cc.column_name WHERE cc.db = ? AND cc.object_id = ? ORDER BY cc.column_ordinal",
                 (row[0], row[2])))
-        result.append(InstanceInfo(row[0], row[1], row[2], row[3], bytes(row[4]), captured))
+        start = bytes(row[4]) if row[4] is not None else bytes(10)
+        result.append(InstanceInfo(row[0], row[1], row[2], row[3], start, captured, row[4] is not None))
     return result
 
 

@@ -58,6 +58,8 @@ class Session:
     isolation_level: str = "READ COMMITTED"
     locked_tables: list[str] = field(default_factory=list)
     model_path: str = ""
+    login: str = ""  # the connection's UID, case-folded
+    lock_timeout: int = -1  # SET LOCK_TIMEOUT, in milliseconds
 
 
 @dataclass
@@ -157,8 +159,12 @@ def _database_cdc_enabled(conn: sqlite3.Connection, g: dict[str, str], p: list[A
 
 
 def _agent_running(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
-    return _scalar(_out("is_running", "int", 4, 10, nullable=False),
-                   1 if store.server_value(conn, "agent_running") else 0)
+    """sys.dm_server_services has no SQL Server Agent row where the service is not the instance's to list (Azure SQL,
+    Amazon RDS) or not visible to the login (``SqlServerModel.agent_service_listed``): the query returns no row."""
+    out = _out("is_running", "int", 4, 10, nullable=False)
+    if store.server_value(conn, "agent_service_hidden"):
+        return Result([out], [])
+    return _scalar(out, 1 if store.server_value(conn, "agent_running") else 0)
 
 
 def _max_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
@@ -168,7 +174,18 @@ def _max_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Sessi
 def _min_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     db = _database(conn, g)
     found = store.instances(conn, db, name=str(p[0])) if p[0] is not None else []
+    if found and store.capture_access_denied(conn, db, found[0].capture_instance, s.login):
+        found = []
     return _scalar(_lsn_out(), found[0].start_lsn if found else ZERO_LSN)
+
+
+def _capture_instance_start(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """One row of cdc.change_tables by capture instance (readable with SELECT on the cdc schema, whatever the gating
+    role): its start_lsn, NULL while the low endpoint is not established; no row when the instance is gone."""
+    db = _database(conn, g)
+    _require_cdc(conn, db, "change_tables")
+    found = store.instances(conn, db, name=str(p[0])) if p[0] is not None else []
+    return _rows([_lsn_out("start_lsn")], [(i.start_lsn if i.established else None,) for i in found])
 
 
 def _capture_latency(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
@@ -407,6 +424,13 @@ def _disable_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s:
     return Result(None, [])
 
 
+def _set_lock_timeout(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """SET LOCK_TIMEOUT: recorded for the session (``Connection.lock_timeout``; -1, SQL Server's default, waits
+    forever); the model has no lock contention to apply it to."""
+    s.lock_timeout = int(g["_sql"].rsplit(" ", 1)[1])
+    return Result(None, [])
+
+
 def _set_isolation(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     s.isolation_level = g["_sql"].split(" LEVEL ", 1)[1]
     return Result(None, [])
@@ -426,6 +450,7 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("SERVER_UTC_OFFSET", q.SERVER_UTC_OFFSET, _server_utc_offset),
         ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
         ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
+        ("CAPTURE_INSTANCE_START", q.CAPTURE_INSTANCE_START.format(db=db), _capture_instance_start),
         ("INCREMENT_LSN", q.INCREMENT_LSN.format(db=db), _increment_lsn),
         ("CAPTURE_LATENCY", q.CAPTURE_LATENCY.format(db=db), _capture_latency),
         ("OLDEST_KEPT_TIME", q.OLDEST_KEPT_TIME.format(db=db), _mapping_time("MIN", ">=")),
@@ -451,7 +476,10 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
             entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper,
                                                          "QQCONDQQ"), _select_rows))
     entries.extend(("SET_ISOLATION", sql, _set_isolation) for sql in sorted(set(q.SET_ISOLATION.values())))
-    return [(name, _compile(sql), handler) for name, sql, handler in entries]
+    compiled = [(name, _compile(sql), handler) for name, sql, handler in entries]
+    compiled.append(("set_lock_timeout", re.compile(re.escape(q.set_lock_timeout(0)).replace("0", r"-?\d+") + r"\Z"),
+                     _set_lock_timeout))
+    return compiled
 
 
 STATEMENTS = _statements()

@@ -29,6 +29,8 @@ class CaptureInstance:
     schema: str
     name: str  # the table name (TableLike.name)
     capture_instance: str
+    # cdc.change_tables.start_lsn; 0 when it is NULL, "the low endpoint has not been established" (Microsoft's
+    # cdc.change_tables page): nothing bounds the instance's changes from below yet
     start_lsn: int
     object_id: int  # the change table's object id
     source_object_id: int
@@ -94,6 +96,9 @@ def capture_instances(cursor: Any, database: str, options: Mapping[str, str],
         if key in newest:
             older[key] = newest[key]
         newest[key] = row
+    for key in list(older):
+        if newest[key][3] is None:  # the new instance's low endpoint is not established: the older one is read on
+            newest[key] = older.pop(key)
     include, exclude = _listed(options, "table.include.list"), _listed(options, "table.exclude.list")
     schema_in, schema_out = _listed(options, "schema.include.list"), _listed(options, "schema.exclude.list")
 

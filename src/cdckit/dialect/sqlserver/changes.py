@@ -72,23 +72,51 @@ def capture_health(cursor: Any, database: str, capture_instances: list[str], pos
 
 
 def agent_running(cursor: Any) -> bool | None:
-    """True/False, or None when the login may not read sys.dm_server_services (VIEW SERVER STATE)."""
+    """True/False, or None when it cannot be known: the login may not read sys.dm_server_services (VIEW SERVER
+    STATE), or the view lists no SQL Server Agent (Azure SQL Database, Amazon RDS, a login that does not see it)."""
     try:
         cursor.execute(queries.AGENT_RUNNING)
         row = cursor.fetchone()
     except Exception:  # permission denied: the check is advisory
         return None
-    return bool(row and row[0])
+    if row is None:
+        return None
+    return bool(row[0])
+
+
+_NO_MAX_LSN_WARNED: set[str] = set()
 
 
 def require_max_lsn(cursor: Any, database: str) -> int | None:
-    """The database's max LSN; a clear error when there is none because the SQL Server Agent is not running."""
+    """The database's max LSN, or None when ``sys.fn_cdc_get_max_lsn()`` returns NULL (no cdc.lsn_time_mapping row).
+
+    As Debezium's streaming source does, a NULL max LSN is not an error in itself: a quiet database whose cleanup
+    job purged every mapping row has none, and the changes committed next get one. It stops the job only where
+    nothing can be captured: the Agent is reported stopped, so no capture job reads the log. Where the Agent runs
+    or its state cannot be read (no row in sys.dm_server_services, no VIEW SERVER STATE), a warning says so once
+    and the job goes on (docs/decisions/0034)."""
     value = max_lsn(cursor, database)
-    if value is None and agent_running(cursor) is False:
+    if value is not None:
+        _NO_MAX_LSN_WARNED.discard(database)
+        return value
+    running = agent_running(cursor)
+    if running is False:
         raise SourcePreconditionError(
             f"no maximum LSN is recorded in database {database!r}: the SQL Server Agent is not running, so the "
             f"CDC capture job is not reading the transaction log; start the SQL Server Agent service")
-    return value
+    if database not in _NO_MAX_LSN_WARNED:
+        _NO_MAX_LSN_WARNED.add(database)
+        if running:
+            log.warning("no maximum LSN is recorded in database %r although the SQL Server Agent runs: no change "
+                        "was captured yet, or the cleanup job purged every entry of cdc.lsn_time_mapping in a quiet "
+                        "database; going on, the next captured change sets it", database)
+        else:
+            log.warning("no maximum LSN is recorded in database %r and the SQL Server Agent's state cannot be read "
+                        "(sys.dm_server_services lists no SQL Server Agent to this login: Azure SQL, Amazon RDS, or "
+                        "no VIEW SERVER STATE): no change was captured yet, the cleanup job purged every entry of "
+                        "cdc.lsn_time_mapping, or the Agent is stopped; going on; check the Agent if no change "
+                        "ever arrives (sql/sqlserver/07_verify.sql)", database)
+    return None
 
 
 def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_since: int | None = None) -> int:
@@ -103,10 +131,7 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_sin
     """
     low = min_lsn(cursor, instance.database, instance.capture_instance)
     if low == 0:
-        raise CaptureDisabledError(
-            f"CDC was disabled for table {instance.database}.{instance.qualified_name} (capture instance "
-            f"{instance.capture_instance} no longer exists); re-enable it with sys.sp_cdc_enable_table "
-            f"(sql/sqlserver/03_enable_cdc_table.sql) or remove the table from table.include.list")
+        low = _zero_min_lsn(cursor, instance)
     first = start + 1
     if known_since is not None and low > max(first, known_since):
         raise PurgedChangesError(
@@ -116,6 +141,33 @@ def check_readable(cursor: Any, instance: CaptureInstance, start: int, known_sin
             f"(sql/sqlserver/04_tune_capture_job.sql), then take a new snapshot: set "
             f"cdckit.sqlserver.purged.changes=resnapshot, or delete cdckit.checkpoint.location and run again")
     return max(first, low)
+
+
+class CaptureAccessError(CdcKitError):
+    """The login may not read a capture instance's change data."""
+
+
+def _zero_min_lsn(cursor: Any, instance: CaptureInstance) -> int:
+    """``sys.fn_cdc_get_min_lsn`` returned 0x00, which SQL Server answers for a capture instance that does not exist
+    and for one the caller may not read (its Remarks); the instance's row in cdc.change_tables tells them apart. A
+    row whose start_lsn is NULL ("the low endpoint has not been established") has no low bound yet: 0."""
+    cursor.execute(queries.CAPTURE_INSTANCE_START.format(db=queries.quote_name(instance.database)),
+                   instance.capture_instance)
+    row = cursor.fetchone()
+    table = f"{instance.database}.{instance.qualified_name}"
+    if row is None:
+        raise CaptureDisabledError(
+            f"CDC was disabled for table {table} (capture instance {instance.capture_instance} no longer exists); "
+            f"re-enable it with sys.sp_cdc_enable_table (sql/sqlserver/03_enable_cdc_table.sql) or remove the table "
+            f"from table.include.list")
+    if row[0] is None:
+        return 0
+    raise CaptureAccessError(
+        f"the login may not read the changes of table {table}: capture instance {instance.capture_instance} exists "
+        f"(cdc.change_tables), but sys.fn_cdc_get_min_lsn returns 0x00 to this login, as SQL Server does for a "
+        f"caller without SELECT on every captured column of {instance.qualified_name} or outside the capture "
+        f"instance's gating role; grant both (sql/sqlserver/05_cdckit_login_and_role.sql) or remove the table from "
+        f"table.include.list")
 
 
 @dataclass(frozen=True)

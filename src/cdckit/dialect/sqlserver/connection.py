@@ -55,11 +55,29 @@ def braced(value: str) -> str:
     return "{" + value.replace("}", "}}") + "}"
 
 
+def server_address(options: Mapping[str, str]) -> str:
+    r"""ODBC's SERVER value: ``host,port``; with ``database.instance`` (a named instance) ``host\instance``, which the
+    SQL Server Browser resolves to the instance's port, or ``host\instance,port`` when ``database.port`` is given,
+    which connects to that port (Debezium's rule: ``jdbc:sqlserver://host\instance[:port]``).
+
+    >>> server_address({"database.hostname": "db1", "database.instance": "SALES"})
+    'db1\\SALES'
+    >>> server_address({"database.hostname": "db1", "database.instance": "SALES", "database.port": "14330"})
+    'db1\\SALES,14330'
+    >>> server_address({"database.hostname": "db1"})
+    'db1,1433'
+    """
+    host, instance, port = options["database.hostname"], options.get("database.instance"), options.get("database.port")
+    if instance:
+        return f"{host}\\{instance}" + (f",{port}" if port else "")
+    return f"{host},{port or '1433'}"
+
+
 def connection_string(options: Mapping[str, str], database: str | None = None) -> str:
     """An ODBC connection string from ``database.*`` properties, every value braced (``braced``)."""
     parts = {
         "DRIVER": options.get("database.driver", DEFAULT_DRIVER),
-        "SERVER": f"{options['database.hostname']},{options.get('database.port', '1433')}",
+        "SERVER": server_address(options),
         "DATABASE": database or options.get("database.names", "").split(",")[0].strip(),
         "UID": options.get("database.user", ""),
         "PWD": options.get("database.password", ""),
@@ -73,6 +91,24 @@ def connection_string(options: Mapping[str, str], database: str | None = None) -
     if options.get(MODEL_SETTING):  # the lab's model of SQL Server reads its file's path here
         parts["MODEL"] = options[MODEL_SETTING]
     return ";".join(f"{key}={braced(value)}" for key, value in parts.items())
+
+
+LOGIN_FAILED = 18456
+CANNOT_OPEN_DATABASE = 4060
+# pyodbc's message for a server error: "[SQLSTATE] [driver][SQL Server]<text> (<number>) (<ODBC function>)"; the first
+# diagnostic record's number is the one the error is about (a 4060 may be followed by its 18456)
+_SERVER_NUMBER = re.compile(r"\((\d+)\) \((?:SQLDriverConnect|SQLExecDirectW|SQLGetData|SQLFetch)\w*\)")
+
+
+def server_error_number(message: str) -> int | None:
+    """SQL Server's message number in a pyodbc error's text, None when it carries none (a driver's own error).
+
+    >>> server_error_number('[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Cannot open database '
+    ...                     '"x" requested by the login. The login failed. (4060) (SQLDriverConnect)')
+    4060
+    """
+    match = _SERVER_NUMBER.search(message)
+    return int(match.group(1)) if match else None
 
 
 def factory_problem(target: str) -> str | None:
@@ -109,7 +145,7 @@ def _factory(options: Mapping[str, str]) -> Callable[..., Any]:
 def connect(options: Mapping[str, str], database: str | None = None, autocommit: bool = True) -> Any:
     """Open a connection; failures name the server, the user and the property to fix, never the password."""
     text = connection_string(options, database)
-    where = f"{options['database.hostname']}:{options.get('database.port', '1433')}"
+    where = server_address(options).replace(",", ":")  # host:port, host\instance or host\instance:port
     try:
         if options.get(FACTORY_SETTING):
             conn = _factory(options)(text)  # a custom factory takes the connection string alone
@@ -121,18 +157,21 @@ def connect(options: Mapping[str, str], database: str | None = None, autocommit:
     except Exception as exc:  # pyodbc.Error and driver errors
         detail = " ".join(str(exc).replace(options.get("database.password", "") or "\0", "********").split())
         lowered = detail.lower()
-        if "login failed" in lowered:
-            raise SourceConnectionError(f"{where} refused login {options.get('database.user')!r}: check "
-                                        f"database.user and database.password") from None
+        number = server_error_number(detail)
+        user = options.get("database.user")
+        if number == CANNOT_OPEN_DATABASE:  # its text ends "The login failed.", but the login is right
+            raise SourceConnectionError(
+                f"login {user!r} on {where} cannot open database {database!r} (SQL Server error 4060): the database "
+                f"does not exist or the login has no user in it; check database.names, or create a user for the "
+                f"login in {database!r} (sql/sqlserver/05_cdckit_login_and_role.sql)") from None
+        if number == LOGIN_FAILED or (number is None and "login failed" in lowered):
+            raise SourceConnectionError(f"{where} refused login {user!r} (SQL Server error 18456: unknown login or "
+                                        f"wrong password): check database.user and database.password") from None
         if "because it is offline" in lowered:
             raise SourceConnectionError(f"database {database!r} on {where} is OFFLINE; bring it back (ALTER DATABASE "
                                         f"[{database}] SET ONLINE) and run the job again: it resumes from its "
                                         f"checkpoint, and the change tables keep what the capture job stored "
                                         f"(up to the cleanup job's retention)") from None
-        if "cannot open database" in lowered:
-            raise SourceConnectionError(f"database {database!r} on {where} cannot be opened by "
-                                        f"{options.get('database.user')!r}; check database.names and the "
-                                        f"user's access") from None
         raise SourceConnectionError(f"connecting to SQL Server at {where} failed: {detail}; check "
                                     f"database.hostname, database.port and the ODBC driver") from None
     conn.autocommit = autocommit

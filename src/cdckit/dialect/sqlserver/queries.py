@@ -34,6 +34,11 @@ MAX_LSN = "SELECT {db}.sys.fn_cdc_get_max_lsn()"
 
 MIN_LSN = "SELECT {db}.sys.fn_cdc_get_min_lsn(?)"
 
+# fn_cdc_get_min_lsn answers 0x00 both for a capture instance that does not exist and for one the login may not read
+# (SELECT on every captured column, membership of the gating role); its row in cdc.change_tables tells them apart.
+# start_lsn is NULL while the instance's low endpoint is not established (Microsoft's cdc.change_tables page).
+CAPTURE_INSTANCE_START = "SELECT start_lsn FROM {db}.cdc.change_tables WHERE capture_instance = ?"
+
 INCREMENT_LSN = "SELECT {db}.sys.fn_cdc_increment_lsn(?)"
 
 # For the metrics: the capture job's last scan session (its latency: seconds from the last transaction it processed
@@ -172,6 +177,12 @@ SET_ISOLATION = {
     "snapshot": "SET TRANSACTION ISOLATION LEVEL SNAPSHOT",
     "exclusive": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
 }
+
+
+def set_lock_timeout(milliseconds: int) -> str:
+    """``snapshot.lock.timeout.ms``: how long the session's statements wait for a lock (-1 forever, 0 not at all)
+    before failing with error 1222; SET LOCK_TIMEOUT takes a literal, never a parameter (an int, so nothing else)."""
+    return f"SET LOCK_TIMEOUT {int(milliseconds)}"
 
 
 def lock_table(db: str, schema: str, table: str) -> str:

@@ -5,12 +5,19 @@ SqlServerValueConverters / JdbcValueConverters and Kafka Connect's JsonConverter
 
 Adding a type = adding a row to TYPE_REGISTRY: a SqlServerTypeRow naming the SqlServerMappingSettings attribute that
 selects the rule (or None) and one SqlServerTypeRule (schema builder + converter factory) per mode. Types without a row
-(sql_variant, hierarchyid, geometry, geography, anything unknown) raise UnsupportedSqlServerTypeError.
+(anything unknown) raise UnsupportedSqlServerTypeError.
 
 Value inputs are what pyodbc returns (bool/int, float, Decimal, str, bytes, date, time, naive datetime, aware datetime
 for datetimeoffset) or, for temporal types, the exact text of CONVERT(..., 121)/126 ('YYYY-MM-DD hh:mm:ss[.fffffff]',
 'hh:mm:ss[.fffffff]', 'YYYY-MM-DD hh:mm:ss[.fffffff] +hh:mm', 'YYYY-MM-DD'), parsed with integer maths to 100 ns.
-cdckit's connections read datetimeoffset as that text (dialect/sqlserver/connection.py), so its 100 ns digit stays.
+cdckit's connections read datetime, smalldatetime, datetime2, time and datetimeoffset as that text
+(dialect/sqlserver/connection.py), so the 100 ns digit stays.
+
+geometry, geography, hierarchyid and sql_variant, which pyodbc cannot fetch, are read through conversions in the
+query (``queries.column_expression``, docs/decisions/0032): spatial values as the SRID (4 bytes, big-endian) and the
+well-known binary in one varbinary, emitted as Debezium's ``io.debezium.data.geometry.Geometry`` / ``Geography``
+structs {wkb, srid} (Debezium 2's shape); hierarchyid as its text ('/1/3/') and sql_variant as nvarchar text, both
+strings.
 
 Behaviour taken from Debezium rather than the seed's prose (see debezium/debezium SqlServerValueConverters,
 ZonedTimestamp, NanoTimestamp and AbstractSqlServerDatatypesTest):
@@ -212,6 +219,27 @@ def _binary_rule(mode: str) -> SqlServerTypeRule:
 
 _BINARY_ROW = SqlServerTypeRow("binary_handling_mode", {mode: _binary_rule(mode) for mode in pv.BINARY_ENCODERS})
 
+
+# ---- spatial ----------------------------------------------------------------------------------------------------
+
+
+def _spatial_schema(name: str, doc: str) -> Schema:
+    fields = [finish_schema(core_schema("bytes"), False, "wkb"), finish_schema(core_schema("int32"), True, "srid")]
+    return {**core_schema("struct", name, fields=fields), "doc": doc}
+
+
+def _spatial(value: Any) -> dict[str, Any]:
+    """The query's ``CAST(c.STSrid AS binary(4)) + c.STAsBinary()``: SRID (big-endian int32), then the WKB."""
+    data = _to_bytes(value)
+    if len(data) < 5:
+        raise ValueError(f"spatial value {data!r} holds no SRID and well-known binary")
+    return {"wkb": pv.b64(data[4:]), "srid": int.from_bytes(data[:4], "big", signed=True)}
+
+
+def _spatial_row(name: str, doc: str) -> SqlServerTypeRow:
+    schema = _spatial_schema(name, doc)
+    return SqlServerTypeRow(None, {"*": SqlServerTypeRule(lambda _column: dict(schema), lambda _column: _spatial)})
+
 # ---- temporal parsing (integer nanoseconds) -------------------------------------------------------------------------
 
 _DATE_TEXT = r"(\d{4})-(\d{2})-(\d{2})"
@@ -379,6 +407,10 @@ TYPE_REGISTRY: dict[str, SqlServerTypeRow] = {
     "datetime2": _temporal(_by_scale(_TIMESTAMP_MILLIS, _MICRO_TIMESTAMP, _NANO_TIMESTAMP), _CONNECT_TIMESTAMP),
     "datetimeoffset": _one("string", _zoned_timestamp, "io.debezium.time.ZonedTimestamp"),
     **{name: _BINARY_ROW for name in ("binary", "varbinary", "image", "timestamp", "rowversion")},
+    "geometry": _spatial_row("io.debezium.data.geometry.Geometry", "Geometry"),
+    "geography": _spatial_row("io.debezium.data.geometry.Geography", "Geography"),
+    "hierarchyid": _STRING_ROW,  # its text, hierarchyid::ToString()
+    "sql_variant": _STRING_ROW,  # CAST(... AS nvarchar(4000))
 }
 
 # ---- resolution -----------------------------------------------------------------------------------------------------

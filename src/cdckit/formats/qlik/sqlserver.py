@@ -11,13 +11,16 @@ Type mapping (sys.types name -> Qlik data type), as Qlik Replicate's SQL Server 
     char/varchar(n) STRING(n) | varchar(max), text CLOB | nchar/nvarchar(n) WSTRING(n), sysname WSTRING(128)
     nvarchar(max), ntext NCLOB | xml CLOB | uniqueidentifier STRING(36) (upper case, as SQL Server prints it)
     binary/varbinary(n) BYTES(n) | varbinary(max), image BLOB | timestamp/rowversion BYTES(8)
+    geometry, geography BLOB (the SRID, 4 bytes big-endian, then the well-known binary) | hierarchyid WSTRING(4000)
+        (its text, '/1/3/') | sql_variant WSTRING(4000) (its nvarchar text)
 
-sql_variant, hierarchyid, geometry and geography are refused (UnsupportedSqlServerTypeError naming the column), as
-cdckit's SQL Server capture refuses them for every message format.
+geometry, geography, hierarchyid and sql_variant are read through conversions in cdckit's query (pyodbc cannot
+fetch them; docs/decisions/0032).
 
 Values are what cdckit's pyodbc connections return: int, bool, Decimal, float (a real widened to a double is
-narrowed back to its shortest float32 form), str, bytes, date, time, naive datetime (its wall-clock time is read as
-UTC, as Qlik's DATETIME carries no zone) and datetimeoffset as SQL Server's text (dialect/sqlserver/connection.py).
+narrowed back to its shortest float32 form), str, bytes, date, and datetime, smalldatetime, datetime2, time and
+datetimeoffset as SQL Server's text (dialect/sqlserver/connection.py); a datetime's wall-clock time is read as UTC,
+as Qlik's DATETIME carries no zone. Python time and naive datetime values are taken too.
 
 Headers: ``changeSequence`` is 55 digits (commit LSN, change LSN, each 25 digits: any 10-byte LSN; the event's
 serial, 5 digits), so string order is position order; ``streamPosition`` is the change LSN in SQL Server's
@@ -69,6 +72,7 @@ DATETIMEOFFSET_TEXT_LENGTH = 34  # 'YYYY-MM-DD hh:mm:ss.fffffff +hh:mm'
 GUID_TEXT_LENGTH = 36
 ROWVERSION_LENGTH = 8
 SYSNAME_LENGTH = 128
+CONVERTED_TEXT_LENGTH = 4000  # hierarchyid's ToString() and CAST(sql_variant AS nvarchar(4000))
 _UTC = datetime.timezone.utc
 
 _FIXED: dict[str, tuple[str, int]] = {
@@ -78,6 +82,8 @@ _FIXED: dict[str, tuple[str, int]] = {
     "text": ("CLOB", 0), "ntext": ("NCLOB", 0), "xml": ("CLOB", 0), "image": ("BLOB", 0),
     "uniqueidentifier": ("STRING", GUID_TEXT_LENGTH), "sysname": ("WSTRING", SYSNAME_LENGTH),
     "timestamp": ("BYTES", ROWVERSION_LENGTH), "rowversion": ("BYTES", ROWVERSION_LENGTH),
+    "geometry": ("BLOB", 0), "geography": ("BLOB", 0), "hierarchyid": ("WSTRING", CONVERTED_TEXT_LENGTH),
+    "sql_variant": ("WSTRING", CONVERTED_TEXT_LENGTH),
 }
 _MONEY = {"money": (19, 4), "smallmoney": (10, 4)}
 # Sized types: (Qlik type when sized, Qlik type for (max), bytes per character)
@@ -126,8 +132,17 @@ def _fraction(digits: str, scale: int) -> str:
     return "." + digits.ljust(scale, "0")[:scale] if scale > 0 else ""
 
 
+_TIME_TEXT = re.compile(r"(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?")
+_DATETIME_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+
+
 def _time_text(scale: int) -> Callable[[object], QlikValue]:
     def convert(value: object) -> QlikValue:
+        if isinstance(value, str):  # SQL Server's text, 'hh:mm:ss.fffffff'
+            match = _TIME_TEXT.fullmatch(value.strip())
+            if match is None:
+                raise ValueError(f"cannot read time value {value!r}")
+            return match[1] + _fraction(match[2] or "", scale)
         if not isinstance(value, datetime.time):
             raise TypeError(f"expected a time, got {type(value).__name__}")
         return f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}" + _fraction(f"{value.microsecond:06d}",
@@ -151,6 +166,12 @@ def _datetimeoffset_text(scale: int) -> Callable[[object], QlikValue]:
 
 
 def _datetime(value: object) -> QlikValue:
+    if isinstance(value, str):  # SQL Server's text, 'YYYY-MM-DD hh:mm:ss.fffffff'; Qlik's DATETIME holds microseconds
+        match = _DATETIME_TEXT.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"cannot read datetime value {value!r}")
+        *fields, digits = match.groups()
+        value = datetime.datetime(*(int(f) for f in fields), int((digits or "").ljust(6, "0")[:6]))
     if not isinstance(value, datetime.datetime):
         raise TypeError(f"expected a datetime, got {type(value).__name__}")
     return value.replace(tzinfo=_UTC)  # wall-clock time, read as UTC
