@@ -16,6 +16,7 @@ from typing import Any
 
 from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, lsn_bytes, lsn_int
+from cdckit.dialect.sqlserver.connection import server_datetime
 from cdckit.errors import CdcKitError, SourcePreconditionError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.source import format_sqlserver_lsn
@@ -65,7 +66,7 @@ def capture_health(cursor: Any, database: str, capture_instances: list[str], pos
         cursor.execute(queries.POSITION_TIME.format(db=name), lsn_bytes(position))
         at = cursor.fetchone()
         if oldest and at and oldest[0] is not None and at[0] is not None:
-            margin = (at[0] - oldest[0]).total_seconds()
+            margin = (server_datetime(at[0]) - server_datetime(oldest[0])).total_seconds()
         elif oldest and oldest[0] is not None and low > position:
             margin = 0.0  # the low-water mark passed the position: changes were removed
     return {"CaptureJobLatencySeconds": latency, "CleanupMarginSeconds": margin}
@@ -309,6 +310,7 @@ def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequenc
 def _epoch_ms(moment: Any) -> int:
     import datetime
 
+    moment = server_datetime(moment)  # the connection's text of a datetime (connection.timestamp_text)
     if isinstance(moment, datetime.datetime):
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=datetime.timezone.utc)

@@ -1,10 +1,13 @@
 """Connections to SQL Server over pyodbc, with clear errors and no secret in any message.
 
 pyodbc cannot read ``datetimeoffset`` (ODBC SQL type -155, SQL_SS_TIMESTAMPOFFSET) by itself: fetching such a
-column fails ("ODBC SQL type -155 is not yet supported") unless the connection has an output converter for it.
-Every connection cdckit opens, pyodbc's own or one from ``cdckit.sqlserver.connection.factory``, gets
-``datetimeoffset_text`` as that converter (replacing any the factory set), so the value always reaches the formats
-as SQL Server's own text, with its offset and all seven fraction digits.
+column fails ("ODBC SQL type -155 is not yet supported") unless the connection has an output converter for it. It
+reads ``datetime2`` and ``time`` (SQL_TYPE_TIMESTAMP 93, SQL_SS_TIME2 -154) as Python values, whose microseconds
+drop the 100-ns digit. Every connection cdckit opens, pyodbc's own or one from
+``cdckit.sqlserver.connection.factory``, gets ``datetimeoffset_text``, ``timestamp_text`` and ``time_text`` as
+those types' converters (replacing any the factory set), so the values always reach the formats as SQL Server's
+own text, with all seven fraction digits (docs/decisions/0032); ``server_datetime`` reads such a text back where
+cdckit computes with a time (commit times, the metrics).
 
 ``cdckit.sqlserver.connection.factory`` is a test seam: it imports the module it names and calls it in place of
 ``pyodbc.connect``, so it may name only a function of the lab's distribution (``cdckit_lab.<module>:<function>``,
@@ -14,6 +17,7 @@ the model of SQL Server's CDC objects), which the ``cdckit`` wheel and the job i
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import re
 import struct
@@ -24,6 +28,8 @@ from cdckit.errors import SourceConnectionError
 
 DEFAULT_DRIVER = "ODBC Driver 18 for SQL Server"
 SQL_SS_TIMESTAMPOFFSET = -155
+SQL_TYPE_TIMESTAMP = 93  # datetime, smalldatetime, datetime2
+SQL_SS_TIME2 = -154  # time
 FACTORY_SETTING = "cdckit.sqlserver.connection.factory"
 MODEL_SETTING = "cdckit.sqlserver.model.path"
 # what the factory may name: a function of a module of the lab's distribution (cdckit-lab, lab/pyproject.toml)
@@ -41,6 +47,42 @@ def datetimeoffset_text(raw: bytes) -> str:
     sign = "-" if offset_hours < 0 or offset_minutes < 0 else "+"
     return (f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{nanos // 100:07d} "
             f"{sign}{abs(offset_hours):02d}:{abs(offset_minutes):02d}")
+
+
+def timestamp_text(raw: bytes) -> str:
+    """SQL_TIMESTAMP_STRUCT bytes (``<6hI``: year, month, day, hour, minute, second, fraction in nanoseconds) as SQL
+    Server writes the value: 'YYYY-MM-DD hh:mm:ss.fffffff'.
+
+    >>> timestamp_text(struct.pack("<6hI", 2024, 1, 2, 3, 4, 5, 123_456_700))
+    '2024-01-02 03:04:05.1234567'
+    """
+    year, month, day, hour, minute, second, nanos = struct.unpack("<6hI", raw)
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{nanos // 100:07d}"
+
+
+def time_text(raw: bytes) -> str:
+    """SQL_SS_TIME2_STRUCT bytes (``<3H2xI``: hour, minute, second, two bytes of padding, fraction in nanoseconds) as
+    SQL Server writes the value: 'hh:mm:ss.fffffff'.
+
+    >>> time_text(struct.pack("<3H2xI", 23, 59, 59, 999_999_900))
+    '23:59:59.9999999'
+    """
+    hour, minute, second, nanos = struct.unpack("<3H2xI", raw)
+    return f"{hour:02d}:{minute:02d}:{second:02d}.{nanos // 100:07d}"
+
+
+_DATETIME_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+
+
+def server_datetime(value: Any) -> Any:
+    """A ``timestamp_text`` (or a datetime, or None) as a naive datetime, cut to microseconds."""
+    if not isinstance(value, str):
+        return value
+    match = _DATETIME_TEXT.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"cannot read the SQL Server datetime {value!r}")
+    *fields, fraction = match.groups()
+    return datetime.datetime(*(int(f) for f in fields), int((fraction or "").ljust(6, "0")[:6]))
 
 
 def braced(value: str) -> str:
@@ -177,4 +219,6 @@ def connect(options: Mapping[str, str], database: str | None = None, autocommit:
     conn.autocommit = autocommit
     if hasattr(conn, "add_output_converter"):  # a factory may hand back a wrapper that cannot take one
         conn.add_output_converter(SQL_SS_TIMESTAMPOFFSET, datetimeoffset_text)
+        conn.add_output_converter(SQL_TYPE_TIMESTAMP, timestamp_text)
+        conn.add_output_converter(SQL_SS_TIME2, time_text)
     return conn
