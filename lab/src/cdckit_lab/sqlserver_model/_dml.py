@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from . import _sqlite as store
+from ._computed import computed_names, with_computed
 from ._errors import IntegrityError, ProgrammingError, lob_too_long, server_error
 from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, encode, int_to_lsn
 
@@ -108,6 +109,8 @@ def _alter_captured_column(conn: sqlite3.Connection, instance: store.InstanceInf
 def _write_change(conn: sqlite3.Connection, instance: store.InstanceInfo, kind: str, commit: bytes, seqval: bytes,
                   command_id: int, before: str | None, after: str | None, changed: list[str]) -> None:
     names = [column.name for _, column in instance.captured]
+    # "Computed columns that are included in a capture instance always have a value of NULL" (cdc.<instance>_CT)
+    computed = computed_names(conn, instance.db, instance.source_object_id)
     all_bits = (1 << len(names)) - 1
     changed_folded = {name.casefold() for name in changed}
     update_bits = sum(1 << (ordinal - 1) for ordinal, column in instance.captured
@@ -116,7 +119,7 @@ def _write_change(conn: sqlite3.Connection, instance: store.InstanceInfo, kind: 
 
     def row(operation: int, image: str | None, bits: int) -> None:
         values = json.loads(image or "{}")
-        data = json.dumps({name: values.get(name) for name in names})
+        data = json.dumps({name: None if name.casefold() in computed else values.get(name) for name in names})
         conn.execute("INSERT INTO change_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (instance.db, instance.object_id, commit, seqval, operation, bits.to_bytes(width, "big"),
                       command_id, data))
@@ -252,7 +255,7 @@ class ModelTransaction:
                                    f"({', '.join(str(v) for v in key.values())}).")
 
     def _store(self, info: store.TableInfo, row: Mapping[str, Any], rid: int | None = None) -> None:
-        data = json.dumps(self._encoded(info, row))
+        data = json.dumps(self._encoded(info, with_computed(self.conn, info, row)))
         if rid is None:
             self.conn.execute("INSERT INTO source_rows (db, object_id, data) VALUES (?, ?, ?)",
                               (info.db, info.object_id, data))
