@@ -443,3 +443,57 @@ def test_the_signalling_table_is_named_as_each_connector_names_tables(base: dict
     with pytest.raises(ConfigurationError, match=re.escape(f"must name the signalling table as {form}")):
         validate({**base, "signal.data.collection": value})
     assert validate({**base, "signal.data.collection": "shop.dbo.s" if base is SQLSERVER else "public.s"})
+
+
+# -- Debezium's SQL Server settings: honoured, or refused by name with the reason (docs/decisions/0034) -----------
+def test_a_named_instance_is_reached_through_the_sql_server_browser_unless_a_port_is_given() -> None:
+    from cdckit.dialect.sqlserver.connection import connection_string
+
+    named = validate({**SQLSERVER, "database.instance": "SALES"}).as_properties(include_secrets=True)
+    assert "database.port" not in named
+    assert "SERVER={db\\SALES};" in connection_string(named)
+    pinned = validate({**SQLSERVER, "database.instance": "SALES", "database.port": "14330"})
+    assert "SERVER={db\\SALES,14330};" in connection_string(pinned.as_properties(include_secrets=True))
+    assert "SERVER={db,1433};" in connection_string(validate(SQLSERVER).as_properties(include_secrets=True))
+    (problem,) = problems_of({**SQLSERVER, "database.instance": "SALES;Encrypt=no"})
+    assert problem.startswith("database.instance='SALES;Encrypt=no' is not a SQL Server instance name")
+    with pytest.raises(ConfigurationError, match=re.escape("database.instance applies to SQL Server only")):
+        validate({**BASE, "database.instance": "SALES"})
+
+
+def test_the_snapshot_list_takes_anchored_expressions_and_needs_a_snapshot() -> None:
+    config = validate({**SQLSERVER, "snapshot.include.collection.list": "shop\\.dbo\\.orders,shop\\.dbo\\.c.*"})
+    assert config.list("snapshot.include.collection.list") == ("shop\\.dbo\\.orders", "shop\\.dbo\\.c.*")
+    (problem,) = problems_of({**SQLSERVER, "snapshot.include.collection.list": "shop.dbo.(orders"})
+    assert problem.startswith("snapshot.include.collection.list entry 'shop.dbo.(orders' is not a valid regular")
+    (problem,) = problems_of({**SQLSERVER, "snapshot.include.collection.list": "shop\\.dbo\\.orders",
+                              "snapshot.mode": "never"})
+    assert "snapshot.mode=never reads none" in problem
+
+
+def test_the_snapshot_lock_timeout_is_debeziums_ten_seconds_and_takes_minus_one() -> None:
+    assert validate(SQLSERVER).int("snapshot.lock.timeout.ms") == 10000
+    assert validate({**SQLSERVER, "snapshot.lock.timeout.ms": "-1"}).int("snapshot.lock.timeout.ms") == -1
+    (problem,) = problems_of({**SQLSERVER, "snapshot.lock.timeout.ms": "-2"})
+    assert problem == "snapshot.lock.timeout.ms=-2 is below the minimum -1"
+
+
+@pytest.mark.parametrize(("key", "accepted", "refused", "reason"), [
+    ("source.struct.version", "v2", "v1", "the source block of Debezium before 0.10"),
+    ("event.processing.failure.handling.mode", "fail", "warn", "would skip a change cdckit cannot process"),
+    ("event.processing.failure.handling.mode", "fail", "skip", "cdckit.kafka.oversize.handling=dead-letter"),
+    ("retriable.restart.connector.wait.ms", "10000", "5000", "cdckit does not restart itself after an error"),
+])
+def test_debezium_settings_cdckit_honours_in_part_name_the_reason(key: str, accepted: str, refused: str,
+                                                                  reason: str) -> None:
+    assert validate({**SQLSERVER, key: accepted}).as_properties()[key] == accepted
+    (problem,) = problems_of({**SQLSERVER, key: refused})
+    assert problem.startswith(f"{key}={refused}") and reason in problem
+
+
+def test_custom_converters_are_refused_once_with_their_settings_and_what_to_use_instead() -> None:
+    (problem,) = problems_of({**SQLSERVER, "converters": "isbn", "isbn.type": "io.debezium.test.IsbnConverter",
+                              "isbn.schema.name": "io.debezium.sqlserver.type.Isbn"})
+    assert problem.startswith("converters=isbn names Kafka Connect custom converters")
+    assert "isbn.* settings" in problem and "message.key.columns" in problem and "unknown" not in problem
+    assert "unknown property isbn.type" in " ".join(problems_of({**SQLSERVER, "isbn.type": "x"}))

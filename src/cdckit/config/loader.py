@@ -373,6 +373,8 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
             if LAKE_REPLACED not in problems:
                 problems.append(LAKE_REPLACED)
             continue
+        if prop is None and key.split(".", 1)[0] in _converter_names(raw):
+            continue  # a custom converter's own settings (<name>.type, ...): the converters problem covers them
         if prop is None:
             problems.append(_unknown(key))
             continue
@@ -413,6 +415,65 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
     _check_metrics_endpoint(raw, values, problems)
     _check_transforms(values, problems, passthrough)
     _check_connections(raw, values, problems)
+    _check_debezium_settings(raw, values, problems)
+
+
+def _converter_names(raw: Mapping[str, str]) -> set[str]:
+    return {name.strip() for name in raw.get("converters", "").split(",") if name.strip()}
+
+
+_INSTANCE_NAME = re.compile(r"^[^\\,;{}=\s]{1,16}$")
+
+
+def _check_debezium_settings(raw: Mapping[str, str], values: dict[str, object], problems: list[str]) -> None:
+    """Debezium settings cdckit honours only in part, or not at all: each refused by name with the reason and what
+    to do instead (docs/decisions/0034)."""
+    instance = str(values.get("database.instance") or "")
+    if instance:
+        if not _INSTANCE_NAME.match(instance):
+            problems.append(f"database.instance={instance!r} is not a SQL Server instance name (at most 16 "
+                            f"characters, no backslash, comma, semicolon, braces, '=' or spaces); give the name alone "
+                            f"(SALES for host\\SALES)")
+        if "database.port" not in raw:  # the SQL Server Browser finds the named instance's port
+            values["database.port"] = None
+    patterns = values.get("snapshot.include.collection.list") or ()
+    assert isinstance(patterns, tuple)
+    for pattern in patterns:
+        try:
+            re.compile(str(pattern))
+        except (re.error, OverflowError, RecursionError) as exc:
+            problems.append(f"snapshot.include.collection.list entry {pattern!r} is not a valid regular expression "
+                            f"({exc})")
+    if patterns and values.get("snapshot.mode") in ("never", "no_data", "schema_only"):
+        problems.append(f"snapshot.include.collection.list chooses the tables a snapshot reads, and "
+                        f"snapshot.mode={values.get('snapshot.mode')} reads none; remove one of them")
+    if values.get("source.struct.version") == "v1":
+        problems.append("source.struct.version=v1 asks for the source block of Debezium before 0.10 (deprecated, "
+                        "planned for removal); cdckit writes the v2 block, the one Debezium writes by default and the "
+                        "only one its formats reproduce: remove the setting or set v2")
+    mode = values.get("event.processing.failure.handling.mode")
+    if mode not in (None, "fail"):
+        problems.append(f"event.processing.failure.handling.mode={mode} would skip a change cdckit cannot process, "
+                        f"and a consumer's copy would silently differ from the table; cdckit stops with an error "
+                        f"naming the event and its position, and the batch is written again, whole, when the job runs "
+                        f"again (fail). Remove the setting or set fail; for records too large for Kafka, "
+                        f"cdckit.kafka.oversize.handling=dead-letter keeps them aside")
+    wait = values.get("retriable.restart.connector.wait.ms")
+    if isinstance(wait, int) and wait != 10000:
+        problems.append(f"retriable.restart.connector.wait.ms={wait}: cdckit does not restart itself after an error; "
+                        f"the stream job stops and resumes from its checkpoint when run again, Spark retries a failed "
+                        f"task (spark.task.maxFailures), and the deployed stream is restarted by its scheduler (the "
+                        f"Spark operator after 10 s, growing linearly, which is Debezium's default of 10000; EMR "
+                        f"Serverless by its retry policy). Remove the setting and set the wait there")
+    names = sorted(_converter_names(raw))
+    if names:
+        problems.append(f"converters={','.join(names)} names Kafka Connect custom converters, Java classes "
+                        f"({names[0]}.type) that cdckit, which is no Kafka Connect worker, cannot run. Remove it and "
+                        f"its {', '.join(n + '.*' for n in names)} settings; what cdckit offers instead: "
+                        f"decimal.handling.mode, time.precision.mode, binary.handling.mode, column.mask.with.N.chars, "
+                        f"column.truncate.to.N.chars, column.mask.hash.* (salted hashes), "
+                        f"message.key.columns and the transforms ExtractNewRecordState, ByLogicalTableRouter and "
+                        f"RegexRouter")
 
 
 def _check_connections(raw: Mapping[str, str], values: dict[str, object], problems: list[str]) -> None:

@@ -63,6 +63,9 @@ PROPERTIES: tuple[Property, ...] = (
              "secondary", choices=("ReadOnly", "ReadWrite"), only="sqlserver"),
     Property("database.driver", "string", "ODBC Driver 18 for SQL Server", "SQL Server: the ODBC driver name",
              only="sqlserver"),
+    Property("database.instance", "string", None, "SQL Server: a named instance; without database.port the SQL "
+             "Server Browser finds its port (SERVER=host\\instance), with it that port is used (host\\instance,port)",
+             only="sqlserver"),
     Property("database.sslmode", "choice", "prefer", "libpq sslmode",
              choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"), only="postgres"),
     Property("database.sslrootcert", "string", None, "CA certificate file for verify-ca / verify-full, or system: "
@@ -126,6 +129,22 @@ PROPERTIES: tuple[Property, ...] = (
     Property("include.schema.changes", "bool", None, "schema change records on the topic.prefix topic "
              "(default true for SQL Server; an extension for PostgreSQL, default false)",
              default_for=lambda connector_class: connector_class.endswith("SqlServerConnector")),
+    Property("snapshot.include.collection.list", "list", (), "SQL Server: regular expressions (anchored) of "
+             "<database>.<schema>.<table> naming the captured tables to snapshot (default: all); the others are "
+             "streamed from the snapshot's start without a snapshot", only="sqlserver"),
+    Property("snapshot.lock.timeout.ms", "int", 10000, "SQL Server: how long a snapshot read waits for a lock "
+             "(snapshot.isolation.mode repeatable_read or exclusive; SET LOCK_TIMEOUT) before the snapshot fails; "
+             "-1 waits forever, 0 fails at once", minimum=-1, only="sqlserver"),
+    Property("source.struct.version", "choice", "v2", "layout of the source block: v2 (v1, the layout before "
+             "Debezium 0.10, is refused)", choices=("v1", "v2")),
+    Property("event.processing.failure.handling.mode", "choice", "fail", "an event that cannot be processed stops "
+             "the job, naming it (fail); warn, skip and ignore are refused",
+             choices=("fail", "warn", "skip", "ignore")),
+    Property("retriable.restart.connector.wait.ms", "int", 10000, "Debezium's wait before restarting after a "
+             "retriable error: cdckit does not restart itself; the deployed stream's restart policy waits 10 s, this "
+             "default; another value is refused", minimum=1),
+    Property("converters", "string", "", "Kafka Connect custom converters (Java classes): refused, see "
+             "docs/decisions/0034"),
     # -- converters ---------------------------------------------------------------------------------
     Property("key.converter", "choice", JSON_CONVERTER, "key converter", choices=(JSON_CONVERTER,)),
     Property("value.converter", "choice", JSON_CONVERTER, "value converter", choices=(JSON_CONVERTER,)),

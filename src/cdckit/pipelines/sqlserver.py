@@ -24,7 +24,9 @@ from cdckit.dialect.sqlserver.catalog import (
     capture_instances,
     check_database,
     check_include_list,
+    check_snapshot_list,
     databases,
+    snapshot_selected,
 )
 from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn, require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
@@ -85,6 +87,7 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
             TableFormat(instance, settings)  # an unsupported column type is reported now, not in a Spark task
         instances.extend(found)
     check_include_list(options, instances)
+    check_snapshot_list(options, instances)
     check_distinct_topics(((i.database, i.schema, i.name), topic_name(settings, i.schema, i.name, i.database))
                           for i in instances)
     return options, instances
@@ -163,7 +166,8 @@ def _snapshot(spark: SparkSession, config: Config, data: bool, state: dict[str, 
         clear_earlier_snapshot(config)
         start = _current_positions(options, instances)
         with_data = data and config.str("snapshot.mode") not in ("schema_only", "no_data")
-        plan = [asdict(chunk) for chunk in plan_snapshot(options, instances)] if with_data else []
+        selected = [i for i in instances if snapshot_selected(options, i)]  # the others stream from `start`
+        plan = [asdict(chunk) for chunk in plan_snapshot(options, selected)] if with_data else []
     tables = [f"{i.database}.{i.qualified_name}" for i in instances]
     write_snapshot_state(config, {"status": "started", "tables": tables, "consistent_point": start, "plan": plan})
     rows: WriteSummary = {}

@@ -172,6 +172,8 @@ def _max_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Sessi
 
 
 def _min_lsn(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """sys.fn_cdc_get_min_lsn: 0x00 "when the capture instance does not exist or when the caller is not authorized
+    to access the change data associated with the capture instance" (its Remarks), and for a NULL start_lsn."""
     db = _database(conn, g)
     found = store.instances(conn, db, name=str(p[0])) if p[0] is not None else []
     if found and store.capture_access_denied(conn, db, found[0].capture_instance, s.login):

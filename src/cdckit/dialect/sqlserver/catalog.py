@@ -142,6 +142,24 @@ def check_include_list(options: Mapping[str, str], instances: Sequence[CaptureIn
                 f"or fix the entry")
 
 
+def snapshot_selected(options: Mapping[str, str], instance: CaptureInstance) -> bool:
+    """Whether the snapshot reads the table: ``snapshot.include.collection.list`` (regular expressions, anchored, of
+    ``<database>.<schema>.<table>``; Debezium's default, every captured table, when it is empty)."""
+    patterns = _listed(options, "snapshot.include.collection.list")
+    return not patterns or _matches(patterns, f"{instance.database}.{instance.qualified_name}")
+
+
+def check_snapshot_list(options: Mapping[str, str], instances: Sequence[CaptureInstance]) -> None:
+    """Every ``snapshot.include.collection.list`` entry must name a table cdckit captures: the list picks among
+    the tables of table.include.list, so an entry matching none of them is a mistake."""
+    for entry in _listed(options, "snapshot.include.collection.list"):
+        if not any(_matches([entry], f"{i.database}.{i.qualified_name}") for i in instances):
+            raise TableNotFoundError(
+                f"snapshot.include.collection.list entry '{entry}' matches none of the tables cdckit captures "
+                f"({', '.join(f'{i.database}.{i.qualified_name}' for i in instances) or 'none'}); it names "
+                f"<database>.<schema>.<table> of tables also in table.include.list: fix the entry")
+
+
 def _load(cursor: Any, database: str, row: Any, options: Mapping[str, str]) -> CaptureInstance:
     db = queries.quote_name(database)
     schema, table, instance, start_lsn, object_id, source_object_id = row

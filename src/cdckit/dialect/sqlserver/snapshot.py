@@ -91,16 +91,24 @@ def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tupl
     return tuple((row or {}).get(k) for k in instance.key_columns)
 
 
+# snapshot.isolation.mode values whose reads take and hold locks (Debezium sets LOCK_TIMEOUT for these two)
+LOCKING_ISOLATION = ("repeatable_read", "exclusive")
+
+
 def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: str,
-               fetch_size: int = 10240, condition: str | None = None) -> tuple[list[dict[str, object]], int, int]:
+               fetch_size: int = 10240, condition: str | None = None,
+               lock_timeout_ms: int | None = None) -> tuple[list[dict[str, object]], int, int]:
     """(rows as of the high watermark, low watermark, high watermark). Rows of one chunk are held in memory:
-    ``cdckit.snapshot.chunk.rows`` bounds them."""
+    ``cdckit.snapshot.chunk.rows`` bounds them. ``lock_timeout_ms`` (``snapshot.lock.timeout.ms``) bounds the wait
+    for locks of the isolation modes that take them, repeatable_read and exclusive, as Debezium's snapshot does."""
     cursor = conn.cursor()
     db = queries.quote_name(instance.database)
     # No maximum LSN yet (nothing captured since CDC was enabled): everything later is reconciled from the
     # capture instance's start.
     low = require_max_lsn(cursor, instance.database) or max(instance.start_lsn - 1, 0)
     cursor.execute(queries.SET_ISOLATION[isolation])
+    if lock_timeout_ms is not None and isolation in LOCKING_ISOLATION:
+        cursor.execute(queries.set_lock_timeout(lock_timeout_ms))
     if isolation == "exclusive":
         conn.autocommit = False
         cursor.execute(queries.lock_table(db, instance.schema, instance.name))
@@ -162,11 +170,13 @@ def check_override(table: str, statement: str) -> str | None:
 
 
 def read_override(conn: Any, instance: CaptureInstance, statement: str, isolation: str,
-                  fetch_size: int = 10240) -> tuple[list[dict[str, object]], int]:
+                  fetch_size: int = 10240, lock_timeout_ms: int | None = None) -> tuple[list[dict[str, object]], int]:
     """Rows of a table read with its override SELECT (columns matched by name), and the max LSN before the read."""
     cursor = conn.cursor()
     before = require_max_lsn(cursor, instance.database) or max(instance.start_lsn - 1, 0)
     cursor.execute(queries.SET_ISOLATION[isolation])
+    if lock_timeout_ms is not None and isolation in LOCKING_ISOLATION:
+        cursor.execute(queries.set_lock_timeout(lock_timeout_ms))
     cursor.execute(statement)
     names = [str(column[0]) for column in cursor.description]
     unknown = set(names) - {c.name for c in instance.columns}

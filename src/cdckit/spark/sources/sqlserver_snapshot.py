@@ -150,12 +150,15 @@ def read_snapshot_chunk(options: dict[str, str], instance: CaptureInstance, chun
     isolation = options.get("snapshot.isolation.mode", "repeatable_read")
     fetch_size = int(options.get("snapshot.fetch.size", "10240"))
     try:
+        # the initial snapshot's locking reads wait snapshot.lock.timeout.ms for a lock (an ad hoc one's do not)
+        lock_timeout = int(options.get("snapshot.lock.timeout.ms", "10000")) if marker != "incremental" else None
         if override is not None:
-            rows, high = read_override(conn, instance, override, isolation, fetch_size)
+            rows, high = read_override(conn, instance, override, isolation, fetch_size, lock_timeout)
         elif condition:
             rows, high = _read_conditioned(conn, options, instance, chunk, isolation, fetch_size, condition)
         else:
-            rows, _low, high = read_chunk(conn, instance, chunk, isolation, fetch_size, condition=condition)
+            rows, _low, high = read_chunk(conn, instance, chunk, isolation, fetch_size, condition=condition,
+                                          lock_timeout_ms=lock_timeout)
     finally:
         conn.close()
     every = "incremental" if marker == "incremental" else "true"
