@@ -20,6 +20,17 @@
      no maximum LSN and reads nothing, and the cleanup job never purges either.
      Check with 07_verify.sql (sys.dm_server_services).
 
+ Large values (server-wide)
+   'max text repl size' is the most bytes one INSERT or UPDATE may write into a
+   captured text, ntext, image, varchar(max), nvarchar(max), varbinary(max) or
+   xml column: 65536 by default. Above it the APPLICATION's own statement fails
+   with error 7139 ("Length of LOB data (N) to be replicated exceeds configured
+   maximum 65536"), not cdckit. The script sets @max_text_repl_size (-1: no
+   limit but the data type's) with sp_configure + RECONFIGURE, which needs
+   ALTER SETTINGS (sysadmin has it), takes effect at once, and also applies to
+   transactional replication. On Amazon RDS it is the DB parameter group's
+   "max text repl size (B)" parameter instead (see 02).
+
  Edit
    Only the variables in the "EDIT HERE" block below. The script can be run from
    any database (e.g. master): it switches into @database through
@@ -33,7 +44,9 @@ SET NOCOUNT ON;
 
 -- ============================== EDIT HERE ===================================
 DECLARE @database sysname;
+DECLARE @max_text_repl_size int;
 SET @database = N'testDB';          -- the database whose tables cdckit captures
+SET @max_text_repl_size = -1;       -- bytes of a captured large value at most; -1 = no limit (default 65536)
 -- ============================================================================
 
 DECLARE @exec_in_database nvarchar(300);
@@ -69,6 +82,16 @@ END
 ELSE
 BEGIN
     PRINT N'CDC is already enabled on database ' + @database + N'; nothing to do.';
+END
+
+-- Large captured values: without this, an INSERT or UPDATE writing more than 65536 bytes into a captured
+-- large-object column fails with error 7139. In effect at once; server-wide.
+IF EXISTS (SELECT 1 FROM sys.configurations
+           WHERE name = N'max text repl size (B)' AND CAST(value_in_use AS int) <> @max_text_repl_size)
+BEGIN
+    EXEC sp_configure N'max text repl size', @max_text_repl_size;
+    RECONFIGURE;
+    PRINT N'max text repl size set to ' + CAST(@max_text_repl_size AS nvarchar(11)) + N' (-1 = no limit).';
 END
 
 -- Show the result: is_cdc_enabled must now be 1.

@@ -159,6 +159,7 @@ ENABLING = [
     (r"\bCREATE\s+ROLE\b", r"database_principals|DATABASE_PRINCIPAL_ID"),
     (r"\bADD\s+MEMBER\b", r"database_role_members|IS_ROLEMEMBER"),
     (r"\bINSERT\s+INTO\s+dbo\.debezium_signal\b", r"debezium_signal"),
+    (r"\bEXEC(?:UTE)?\s+sp_configure\s+N?'max text repl size'", r"max text repl size \(B\)"),
 ]
 
 
@@ -231,9 +232,13 @@ def test_header_documents_the_script_and_its_variables(name: str) -> None:
 
 KEY_PATTERNS = {
     "01_enable_cdc_database.sql": [r"sys\.sp_cdc_enable_db", r"is_cdc_enabled\s*=\s*0", r"sysadmin",
-                                   r"SQL Server Agent"],
+                                   r"SQL Server Agent",
+                                   # a captured value over 64 KB otherwise fails the application's statement (7139)
+                                   r"SET @max_text_repl_size = -1;",
+                                   r"EXEC sp_configure N'max text repl size', @max_text_repl_size;\s+RECONFIGURE;",
+                                   r"7139"],
     "02_enable_cdc_database_rds.sql": [r"EXEC\s+msdb\.dbo\.rds_cdc_enable_db\s+@database", r"is_cdc_enabled\s*=\s*0",
-                                       r"master user"],
+                                       r"master user", r"parameter group", r"max text repl size \(B\)", r"7139"],
     "03_enable_cdc_table.sql": [r"EXEC\s+sys\.sp_cdc_enable_table", r"@source_schema\s*=", r"@source_name\s*=",
                                 r"@role_name\s*=\s*@role_name", r"@capture_instance\s*=\s*@capture_instance",
                                 r"@supports_net_changes\s*=\s*0", r"@filegroup_name\s*=\s*@filegroup_name",
