@@ -13,7 +13,11 @@ Two separate surfaces:
   (default instance ``<schema>_<table>``, at most two instances per table), ``disable_table``, ``transaction(db)``
   (``insert`` / ``update`` / ``delete``), ``agent_running`` / ``start_agent`` / ``stop_agent``, ``cleanup``,
   ``set_database_online`` (an OFFLINE database refuses connections with error 942),
-  ``record_statements`` / ``statement_log``.
+  ``record_statements`` / ``statement_log``; ``create_login`` (from the first login on, connections are
+  authenticated), ``set_capture_access`` (a login outside a capture instance's gating role),
+  ``agent_service_listed`` (False: sys.dm_server_services lists no Agent), ``configure('max text repl size', n)`` /
+  ``max_text_repl_size``, ``clear_start_lsn`` (a NULL cdc.change_tables.start_lsn) and ``purge_lsn_time_mapping``
+  (a quiet database's cleanup leaving no mapping row, so no maximum LSN).
 * DB-API (pyodbc's shape): ``connect("MODEL=<path>;DATABASE=...")``, ``connect_factory(path)``; Connection and
   Cursor with ``execute(sql, *params)``, ``fetchone/fetchmany/fetchall/fetchval``, iteration, ``description``,
   ``rowcount`` (-1 for queries, as pyodbc), ``Row`` with attribute access; server and driver errors with
@@ -22,6 +26,11 @@ Two separate surfaces:
 
 Modelled:
 
+* Logins and permissions: a wrong login or password fails the connection with error 18456 (SQLSTATE 28000,
+  InterfaceError), a database the login has no user in (or that does not exist) with error 4060 (SQLSTATE 42000,
+  ProgrammingError), both as pyodbc reports them at SQLDriverConnect; ``sys.fn_cdc_get_min_lsn`` returns 0x00 for a
+  capture instance the login may not read, as for one that does not exist (its Remarks). An INSERT or UPDATE writing
+  more than 'max text repl size' bytes (65536 by default) into a captured large-object column fails with error 7139.
 * Statements: each statement is whitespace-normalised, parsed with ``sqlglot.parse_one(sql, read="tsql")``
   (invalid T-SQL raises; the only exceptions are ``SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED`` and
   ``... SNAPSHOT``, valid T-SQL that sqlglot 29 rejects), its ``?`` markers counted against the parameters,
