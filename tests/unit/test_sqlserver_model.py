@@ -487,7 +487,7 @@ def test_values_come_back_as_pyodbc_returns_them(model: SqlServerModel, conn: ss
     cursor = conn.cursor().execute(sql)
     (row,) = cursor.fetchall()
     assert tuple(row) == (2**40, "ab  ", b"\x01\x00\x00", "6F9619FF-8B86-D011-B42D-00C04FC964FF",
-                          dt.date(2024, 1, 2), dt.time(1, 2, 3, 460000), dt.datetime(2024, 1, 2, 3, 4, 5, 3333),
+                          dt.date(2024, 1, 2), dt.time(1, 2, 3, 460000), dt.datetime(2024, 1, 2, 3, 4, 5, 3000),
                           dt.datetime(2024, 1, 2, 3, 5), 0.1, pytest.approx(0.1), Decimal("1.2346"), "ü" * 5000)
     assert row.r != 0.1  # stored as float32
     description = {d[0]: d for d in cursor.description or ()}
@@ -741,3 +741,109 @@ def test_a_signals_condition_is_evaluated_in_three_valued_logic_and_compiled_aga
     with pytest.raises(ssm.ProgrammingError, match="Invalid column name 'salary'"):
         rows(conn, q.try_condition(db, "dbo", "customers", "salary > 1"))
     assert rows(conn, q.try_condition(db, "dbo", "customers", "id = 1")) == []
+
+
+# ---- types pyodbc cannot fetch, rowversion and the 100 ns digit (docs/decisions/0032) ------------------------------
+SHAPES = [ModelColumn("id", "int", nullable=False), ModelColumn("shape", "geometry"), ModelColumn("place", "geography"),
+          ModelColumn("node", "hierarchyid"), ModelColumn("tag", "sql_variant"), ModelColumn("version", "timestamp"),
+          ModelColumn("at", "datetime2"), ModelColumn("clock", "time"), ModelColumn("zoned", "datetimeoffset"),
+          ModelColumn("legacy", "datetime"), ModelColumn("minute", "smalldatetime")]
+SHAPE_NAMES = [c.name for c in SHAPES]
+SHAPE_TYPES = {c.name: c.type_name for c in SHAPES}
+SHAPE_ROW = {"id": 1, "shape": "POLYGON((0 0, 2 0, 2 2, 0 0))", "place": ("POINT(-122.35 47.65)", 4326),
+             "node": "/1/3/", "tag": 42, "at": "2024-01-02 03:04:05.1234567", "clock": "23:59:59.9999999",
+             "zoned": "2024-01-02 03:04:05.1234567 -05:30", "legacy": "2024-01-02 03:04:05.456",
+             "minute": "2024-01-02 03:04:31"}
+POLYGON_WKB = struct.pack("<BIII8d", 1, 3, 1, 4, 0, 0, 2, 0, 2, 2, 0, 0)
+POINT_WKB = struct.pack("<BIdd", 1, 1, -122.35, 47.65)
+
+
+@pytest.fixture
+def shapes(model: SqlServerModel) -> SqlServerModel:
+    model.create_table("testDB", "dbo", "shapes", SHAPES, ["id"])
+    model.enable_table("testDB", "dbo", "shapes")
+    return model
+
+
+@pytest.mark.parametrize(("column", "sql_type"), [("shape", -151), ("place", -151), ("node", -151), ("tag", -150)])
+def test_clr_and_variant_columns_fail_the_fetch_as_pyodbc_does(shapes: SqlServerModel, conn: ssm.Connection,
+                                                               column: str, sql_type: int) -> None:
+    """pyodbc has no reader for SQL_SS_UDT (-151: geometry, geography, hierarchyid) or SQL_SS_VARIANT (-150): the
+    execute succeeds, fetching a row fails, whatever the value (NULL too)."""
+    with shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", {"id": 1})
+    cursor = conn.cursor().execute(q.select_rows(DB, "dbo", "shapes", ["id", column], ["id"], False, False))
+    with pytest.raises(ssm.ProgrammingError) as error:
+        cursor.fetchall()
+    assert error.value.args == (f"ODBC SQL type {sql_type} is not yet supported.  column-index=1  type={sql_type}",
+                                "HY106")
+
+
+def test_the_readers_conversions_return_srid_and_wkb_hierarchyid_text_and_variant_text(shapes: SqlServerModel,
+                                                                                     conn: ssm.Connection) -> None:
+    with shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", SHAPE_ROW)
+        tx.insert("dbo", "shapes", {"id": 2, "tag": "text", "place": "POINT(1 2)"})
+    names = ["id", "shape", "place", "node", "tag"]
+    sql = q.select_rows(DB, "dbo", "shapes", names, ["id"], False, False, types=SHAPE_TYPES)
+    assert "CAST([shape].STSrid AS binary(4)) + [shape].STAsBinary() AS [shape]" in sql
+    assert rows(conn, sql) == [
+        (1, bytes(4) + POLYGON_WKB, (4326).to_bytes(4, "big") + POINT_WKB, "/1/3/", "42"),
+        (2, None, (4326).to_bytes(4, "big") + struct.pack("<BIdd", 1, 1, 1, 2), None, "text")]  # geography: 4326
+    streamed = rows(conn, q.changes_query(DB, "dbo_shapes", names, types=SHAPE_TYPES),
+                    *_lsn_range(conn, "dbo_shapes"))
+    assert [r[4:9] for r in streamed] == rows(conn, sql)
+    with pytest.raises(ssm.ProgrammingError, match=r"Cannot call methods on int\. \(258\)"):
+        rows(conn, q.select_rows(DB, "dbo", "shapes", ["id"], ["id"], False, False, types={"id": "geometry"}))
+    with pytest.raises(ssm.DataError, match="245"), shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", {"id": 3, "node": "1/2"})
+
+
+def _lsn_range(conn: ssm.Connection, instance: str) -> tuple[bytes, bytes]:
+    return one(conn, q.MIN_LSN.format(db=DB), instance), one(conn, q.MAX_LSN.format(db=DB))
+
+
+def test_datetime2_time_and_datetimeoffset_keep_the_100_ns_digit_only_through_output_converters(
+        shapes: SqlServerModel, conn: ssm.Connection) -> None:
+    """pyodbc reads SQL_TYPE_TIMESTAMP (93) and SQL_SS_TIME2 (-154) as Python values, the nanosecond fraction divided
+    by 1000; an output converter for the type receives the driver's struct. Microsoft's ODBC driver gives datetime
+    in milliseconds (.457, not .456667)."""
+    with shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", SHAPE_ROW)
+    sql = q.select_rows(DB, "dbo", "shapes", ["at", "clock", "legacy", "minute"], ["id"], False, False)
+    assert rows(conn, sql) == [(dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.time(23, 59, 59, 999999),
+                                dt.datetime(2024, 1, 2, 3, 4, 5, 457000), dt.datetime(2024, 1, 2, 3, 5))]
+    conn.add_output_converter(93, lambda raw: struct.unpack("<6hI", raw))
+    conn.add_output_converter(-154, lambda raw: struct.unpack("<3H2xI", raw))
+    conn.add_output_converter(-155, lambda raw: struct.unpack("<6hI2h", raw))
+    assert rows(conn, sql) == [((2024, 1, 2, 3, 4, 5, 123456700), (23, 59, 59, 999999900),
+                                (2024, 1, 2, 3, 4, 5, 457000000), (2024, 1, 2, 3, 5, 0, 0))]
+    assert one(conn, q.select_rows(DB, "dbo", "shapes", ["zoned"], ["id"], False, False)) == (
+        2024, 1, 2, 3, 4, 5, 123456700, -5, -30)
+    # SQL Server rounds to the column's scale, half up, carrying into the seconds
+    with shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", {"id": 2, "clock": "10:00:00.99999996"})
+    assert rows(conn, q.select_rows(DB, "dbo", "shapes", ["clock"], ["id"], False, False))[1] == ((10, 0, 1, 0),)
+
+
+def test_rowversion_is_a_new_8_byte_value_on_every_insert_and_update_and_binary_8_in_the_change_table(
+        shapes: SqlServerModel, conn: ssm.Connection) -> None:
+    with shapes.transaction("testDB") as tx:
+        first = tx.insert("dbo", "shapes", {"id": 1})["version"]
+        second = tx.insert("dbo", "shapes", {"id": 2})["version"]
+    with shapes.transaction("testDB") as tx:
+        tx.update("dbo", "shapes", {"id": 1}, {"tag": 7})
+    (updated,), (kept,) = rows(conn, q.select_rows(DB, "dbo", "shapes", ["version"], ["id"], False, False))
+    assert kept == second and len(updated) == 8 and updated > second > first
+    assert int.from_bytes(first, "big") > 0
+    streamed = rows(conn, q.changes_query(DB, "dbo_shapes", ["id", "version"]), *_lsn_range(conn, "dbo_shapes"))
+    assert [(r[2], r[4], r[5]) for r in streamed] == [(2, 1, first), (2, 2, second), (3, 1, first), (4, 1, updated)]
+    instance = next(i for i in capture_instances(conn.cursor(), "testDB", {}) if i.name == "shapes")
+    version = next(c for c in instance.columns if c.name == "version")
+    assert (version.type_name, version.max_length) == ("timestamp", 8)
+    change_table = rows(conn, q.TABLE_COLUMNS.format(db=DB), instance.object_id)
+    assert [r[1:3] for r in change_table if r[0] == "version"] == [("binary", 8)]
+    with pytest.raises(ssm.ProgrammingError, match="272"), shapes.transaction("testDB") as tx:
+        tx.update("dbo", "shapes", {"id": 1}, {"version": first})
+    with pytest.raises(ssm.ProgrammingError, match="273"), shapes.transaction("testDB") as tx:
+        tx.insert("dbo", "shapes", {"id": 3, "version": first})

@@ -14,6 +14,7 @@ from ._errors import (
     Error,
     InterfaceError,
     ProgrammingError,
+    UnmodelledStatementError,
     cannot_open_database,
     driver_error,
     login_failed,
@@ -21,7 +22,23 @@ from ._errors import (
     server_error,
 )
 from ._statements import Result, Session, execute
-from ._types import DATETIMEOFFSET_SQL_TYPE, TYPES, datetimeoffset_struct
+from ._types import (
+    DATETIMEOFFSET_SQL_TYPE,
+    SQL_TYPES,
+    TIME2_SQL_TYPE,
+    TIMESTAMP_SQL_TYPE,
+    TYPES,
+    datetimeoffset_struct,
+    plain_time_value,
+    time_struct,
+    timestamp_struct,
+)
+
+# pyodbc's GetData by ODBC SQL type: the bytes an output converter for the type receives, and the value without one
+# (None: "ODBC SQL type N is not yet supported", whatever the value, NULL too)
+_STRUCTS: dict[int, Callable[[Any], bytes]] = {DATETIMEOFFSET_SQL_TYPE: datetimeoffset_struct,
+                                                TIMESTAMP_SQL_TYPE: timestamp_struct, TIME2_SQL_TYPE: time_struct}
+_READABLE = {TIMESTAMP_SQL_TYPE, TIME2_SQL_TYPE}
 
 apilevel = "2.0"
 threadsafety = 1
@@ -76,7 +93,7 @@ class Cursor:
         self.rowcount = -1
         self.arraysize = 1
         self._rows: deque[tuple[Any, ...]] = deque()  # as stored; turned into pyodbc's values when fetched
-        self._offsets: list[int] = []  # columns of SQL type -155 (datetimeoffset)
+        self._special: list[tuple[int, int]] = []  # (column index, ODBC SQL type) of the columns in SQL_TYPES
         self._closed = False
 
     def _check(self) -> None:
@@ -95,22 +112,32 @@ class Cursor:
         self.description = _description(result, self.connection._output_converters)
         if result.columns is not None:
             self._rows = deque(result.rows)
-            self._offsets = [index for index, out in enumerate(result.columns)
-                             if out.column.type_name == "datetimeoffset"]
+            self._special = [(index, SQL_TYPES[out.column.type_name]) for index, out in enumerate(result.columns)
+                             if out.column.type_name in SQL_TYPES]
         return self
 
     def _row(self, values: tuple[Any, ...]) -> Row:
-        """pyodbc's GetData: a column of SQL type -155 goes to the output converter registered for it then (None
-        for NULL, the converter is not called), and without one the fetch fails, whatever the value."""
+        """pyodbc's GetData: a column of SQL type 93 (datetime, smalldatetime, datetime2), -154 (time) or -155
+        (datetimeoffset) goes to the output converter registered for its type then, as the driver's struct (None
+        for NULL, the converter is not called). Without one, 93 and -154 come back as Python values cut to
+        microseconds (pyodbc divides the nanosecond fraction by 1000), and -155, -151 (geometry, geography,
+        hierarchyid) and -150 (sql_variant) fail the fetch, whatever the value. The model does not produce the
+        CLR or variant bytes a converter for -151 or -150 would receive."""
         assert self.description is not None
         converted = list(values)
-        for index in self._offsets:
-            converter = self.connection._output_converters.get(DATETIMEOFFSET_SQL_TYPE)
-            if converter is None:
-                raise pyodbc_error(ProgrammingError, f"ODBC SQL type -155 is not yet supported.  "
-                                   f"column-index={index}  type=-155", "HY106")
+        for index, sql_type in self._special:
+            converter = self.connection._output_converters.get(sql_type)
+            if converter is None or sql_type not in _STRUCTS:
+                if sql_type in _READABLE:
+                    converted[index] = plain_time_value(values[index])
+                    continue
+                if converter is not None:
+                    raise UnmodelledStatementError("HY000", f"the SQL Server model does not produce the bytes an "
+                                                   f"output converter for ODBC SQL type {sql_type} receives")
+                raise pyodbc_error(ProgrammingError, f"ODBC SQL type {sql_type} is not yet supported.  "
+                                   f"column-index={index}  type={sql_type}", "HY106")
             if values[index] is not None:
-                converted[index] = converter(datetimeoffset_struct(values[index]))
+                converted[index] = converter(_STRUCTS[sql_type](values[index]))
         return Row(converted, self.description)
 
     def _take(self, count: int) -> list[Row]:

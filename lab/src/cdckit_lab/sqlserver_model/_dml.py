@@ -30,6 +30,16 @@ def allocate_lsn(conn: sqlite3.Connection, db: str) -> bytes:
     return int_to_lsn(value)
 
 
+def next_rowversion(conn: sqlite3.Connection, db: str) -> bytes:
+    """The database's next rowversion (``@@DBTS`` + 1): 8 bytes from a per-database counter, which every insert and
+    update of a row with a ``timestamp``/``rowversion`` column advances (Microsoft's rowversion page: "Each database
+    has a counter that is incremented for each insert or update operation ... on a table that contains a rowversion
+    column")."""
+    value = int(store.server_value(conn, f"dbts:{db}") or 2000) + 1
+    conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES (?, ?)", (f"dbts:{db}", value))
+    return value.to_bytes(8, "big")
+
+
 def cdc_enabled(conn: sqlite3.Connection, db: str) -> bool:
     return bool(conn.execute("SELECT is_cdc_enabled FROM databases WHERE name = ?", (db,)).fetchone()[0])
 
@@ -280,6 +290,12 @@ class ModelTransaction:
                 self.conn.execute("UPDATE tables SET next_identity = ? WHERE db = ? AND object_id = ?",
                                   (value + 1, info.db, info.object_id))
                 stored[column.name] = coerce(column, value)
+            elif column.type_name == "timestamp":
+                if column.name.casefold() in given:
+                    raise server_error(ProgrammingError, "42000", 273, "Cannot insert an explicit value into a "
+                                       "timestamp column. Use INSERT with a column list to exclude the timestamp "
+                                       "column, or insert a DEFAULT into the timestamp column.")
+                stored[column.name] = next_rowversion(self.conn, self._db)
             else:
                 stored[column.name] = coerce(column, given.get(column.name.casefold()), info.qualified)
         self._check_lob_sizes(info, stored, [c.name for _, c in info.columns])
@@ -303,8 +319,13 @@ class ModelTransaction:
                 if column.identity:
                     raise server_error(ProgrammingError, "42000", 8102, f"Cannot update identity column "
                                        f"'{column.name}'.")
+                if column.type_name == "timestamp":
+                    raise server_error(ProgrammingError, "42000", 272, "Cannot update a timestamp column.")
                 new[column.name] = coerce(column, value, info.qualified)
                 changed.append(column.name)
+            for _, column in info.columns:  # the row's rowversion, new on every update
+                if column.type_name == "timestamp":
+                    new[column.name] = next_rowversion(self.conn, self._db)
             self._check_lob_sizes(info, new, changed)
             key_changed = any(compare_key(old[k]) != compare_key(new[k]) for k in info.primary_key)
             if key_changed:

@@ -37,7 +37,20 @@ from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, incremen
 
 PRODUCT_VERSION = "16.0.1000.6"
 _IDENT = r"(?:[^\]]|\]\])+"
-_LIST = rf"\[{_IDENT}\](?:, \[{_IDENT}\])*"
+
+
+def _item(prefix: str) -> str:
+    """One select-list item: a quoted column behind ``prefix``, or one of ``queries.column_expression``'s conversions
+    of it (spatial, hierarchyid, sql_variant), tried first."""
+    name = rf"\[{_IDENT}\]"
+    forms = dict.fromkeys(re.escape(q.column_expression("QQNAMEQQ", kind, prefix)) for kind in q.CONVERTED_TYPES)
+    return "(?:" + "|".join([*(f.replace(r"\[QQNAMEQQ\]", name) for f in forms), re.escape(prefix) + name]) + ")"
+
+
+_LIST = rf"{_item('')}(?:, {_item('')})*"
+_ITEMS = re.compile(rf"{_item('ct.')}|{_item('')}")
+# the conversion an item applies, by the text only it holds
+_CONVERSIONS = {".STAsBinary()": "spatial", ".ToString()": "hierarchyid", " AS nvarchar(4000))": "sql_variant"}
 
 
 @dataclass(frozen=True)
@@ -79,8 +92,47 @@ def unquote(quoted: str) -> str:
     return (quoted[1:-1] if quoted.startswith("[") else quoted).replace("]]", "]")
 
 
+def list_items(text: str) -> list[tuple[str, str]]:
+    """A matched list's items as (column name, conversion: "" for the column itself, "spatial", "hierarchyid",
+    "sql_variant")."""
+    items = []
+    for match in _ITEMS.finditer(text):
+        names = {unquote(part) for part in re.findall(rf"\[{_IDENT}\]", match[0])}
+        if len(names) != 1:
+            raise UnmodelledStatementError("HY000", f"the SQL Server model converts a column under its own name "
+                                           f"only: {match[0]}")
+        kind = next((k for marker, k in _CONVERSIONS.items() if marker in match[0]), "")
+        items.append((names.pop(), kind))
+    return items
+
+
 def split_list(text: str) -> list[str]:
-    return [unquote(part) for part in re.findall(rf"\[{_IDENT}\]", text)]
+    return [name for name, _ in list_items(text)]
+
+
+def converted(result: Result, text: str) -> Result:
+    """A select's result with the conversions of its list (``text``) applied: ``CAST(c.STSrid AS binary(4)) +
+    c.STAsBinary()`` as the stored SRID and well-known binary (varbinary(max)), ``c.ToString()`` as the stored
+    hierarchyid text and ``CAST(c AS nvarchar(4000))`` as the stored sql_variant text (nvarchar(4000)). A method
+    of a type without it is error 258, as SQL Server's "Cannot call methods on int."."""
+    kinds = {name.casefold(): kind for name, kind in list_items(text) if kind}
+    if not kinds or result.columns is None:
+        return result
+    columns = list(result.columns)
+    for index, out in enumerate(columns):
+        kind = kinds.get(out.name.casefold())
+        if kind is None:
+            continue
+        type_name = out.column.type_name
+        allowed = {"spatial": ("geometry", "geography"), "hierarchyid": ("hierarchyid",),
+                   "sql_variant": ("sql_variant",)}[kind]
+        if type_name not in allowed:
+            if kind == "sql_variant":
+                raise UnmodelledStatementError("HY000", f"the SQL Server model converts sql_variant columns to "
+                                               f"nvarchar only, not {type_name}")
+            raise server_error(ProgrammingError, "42000", 258, f"Cannot call methods on {type_name}.")
+        columns[index] = _out(out.name, "varbinary", -1) if kind == "spatial" else _out(out.name, "nvarchar", 8000)
+    return Result(columns, result.rows)
 
 
 def _compile(rendered: str) -> re.Pattern[str]:
@@ -331,7 +383,7 @@ def _changes(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Sessi
         image = tuple(decode(c.column, values.get(c.column.name)) for c in out[4:-1])
         rows.append((bytes(start), bytes(seqval), operation, bytes(mask), *image,
                      decode(out[-1].column, times.get(start))))
-    return Result(out, rows)
+    return converted(Result(out, rows), g["cols_1"])
 
 
 def _table(conn: sqlite3.Connection, g: dict[str, str]) -> store.TableInfo:
@@ -368,7 +420,8 @@ def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: S
                 and (compare_key(r[key[0].name]) >= limit if operator == ">=" else compare_key(r[key[0].name]) < limit)]
     if key:
         rows.sort(key=lambda r: tuple(sort_key(r[c.name]) for c in key))
-    return Result([OutColumn(c.name, c) for c in selected], [tuple(r[c.name] for c in selected) for r in rows])
+    return converted(Result([OutColumn(c.name, c) for c in selected], [tuple(r[c.name] for c in selected)
+                                                                         for r in rows]), g["cols_1"])
 
 
 def _try_condition(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:

@@ -224,7 +224,9 @@ def pending_end(cursor: Any, instances: Sequence[CaptureInstance], start: int, u
 def read_changes(cursor: Any, instance: CaptureInstance, first: int, end: int) -> Iterator[Sequence[Any]]:
     db = queries.quote_name(instance.database)
     columns = [c.name for c in instance.columns]
-    cursor.execute(queries.changes_query(db, instance.capture_instance, columns), lsn_bytes(first), lsn_bytes(end))
+    types = {c.name: c.type_name for c in instance.columns}
+    cursor.execute(queries.changes_query(db, instance.capture_instance, columns, types), lsn_bytes(first),
+                   lsn_bytes(end))
     while True:
         rows = cursor.fetchmany(2000)
         if not rows:

@@ -81,8 +81,8 @@ def server_datetime(value: Any) -> Any:
     match = _DATETIME_TEXT.fullmatch(value.strip())
     if match is None:
         raise ValueError(f"cannot read the SQL Server datetime {value!r}")
-    *fields, fraction = match.groups()
-    return datetime.datetime(*(int(f) for f in fields), int((fraction or "").ljust(6, "0")[:6]))
+    year, month, day, hour, minute, second = (int(field) for field in match.groups()[:6])
+    return datetime.datetime(year, month, day, hour, minute, second, int((match[7] or "").ljust(6, "0")[:6]))
 
 
 def braced(value: str) -> str:

@@ -9,7 +9,7 @@ exactly these statements.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def quote_name(name: str) -> str:
@@ -117,9 +117,39 @@ CHANGE_COUNTS = (
 )
 
 
-def changes_query(db: str, capture_instance: str, columns: Sequence[str]) -> str:
-    """All changes of a capture instance with commit LSN in [from, to], update pairs as rows 3 and 4."""
-    selected = ", ".join(quote_name(column) for column in columns)
+# Column types pyodbc cannot fetch (ODBC SQL types -151, SQL_SS_UDT: geometry, geography, hierarchyid; -150,
+# SQL_SS_VARIANT: sql_variant) are read through a conversion the server applies, under the column's own name
+# (docs/decisions/0032): a spatial value as its SRID (4 bytes, big-endian) followed by its well-known binary
+# (STAsBinary), a hierarchyid as its text ('/1/3/', ToString), a sql_variant as nvarchar text.
+CONVERTED_TYPES = ("geometry", "geography", "hierarchyid", "sql_variant")
+
+
+def column_expression(column: str, type_name: str = "", prefix: str = "") -> str:
+    """A select-list item reading ``column`` (of sys.types ``type_name``; ``prefix``: a table alias and a dot) as a
+    value pyodbc can fetch."""
+    quoted = quote_name(column)
+    qualified = prefix + quoted
+    kind = type_name.strip().lower()
+    if kind in ("geometry", "geography"):
+        return f"CAST({qualified}.STSrid AS binary(4)) + {qualified}.STAsBinary() AS {quoted}"
+    if kind == "hierarchyid":
+        return f"{qualified}.ToString() AS {quoted}"
+    if kind == "sql_variant":
+        return f"CAST({qualified} AS nvarchar(4000)) AS {quoted}"
+    return qualified
+
+
+def select_list(columns: Sequence[str], types: Mapping[str, str] | None = None, prefix: str = "") -> str:
+    """The select list of ``columns``; ``types`` (column name -> sys.types name) chooses ``column_expression``'s
+    conversions."""
+    return ", ".join(column_expression(column, (types or {}).get(column, ""), prefix) for column in columns)
+
+
+def changes_query(db: str, capture_instance: str, columns: Sequence[str],
+                  types: Mapping[str, str] | None = None) -> str:
+    """All changes of a capture instance with commit LSN in [from, to], update pairs as rows 3 and 4; ``types``
+    (column name -> sys.types name) chooses the conversions of ``column_expression``."""
+    selected = select_list(columns, types)
     function = quote_name(f"fn_cdc_get_all_changes_{capture_instance}")
     return (
         f"SELECT [__$start_lsn], [__$seqval], [__$operation], [__$update_mask], {selected}, "
@@ -135,13 +165,15 @@ def change_table(capture_instance: str) -> str:
 
 # -- snapshot ---------------------------------------------------------------------------------------------
 def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: Sequence[str],
-                lower_bounded: bool, upper_bounded: bool, condition: str | None = None) -> str:
+                lower_bounded: bool, upper_bounded: bool, condition: str | None = None,
+                types: Mapping[str, str] | None = None) -> str:
     """The rows of one chunk: ``key >= ?`` and ``key < ?`` on a single-column key, in key order.
 
     ``condition`` is an incremental snapshot signal's ``additional-condition``: a boolean T-SQL expression a
     user with write access to the signal table supplied, checked to be one expression (``check_condition``).
+    ``types`` (column name -> sys.types name) chooses the conversions of ``column_expression``.
     """
-    selected = ", ".join(quote_name(column) for column in columns)
+    selected = select_list(columns, types)
     conditions = [f"({condition})"] if condition else []
     if key and lower_bounded:
         conditions.append(f"{quote_name(key[0])} >= ?")

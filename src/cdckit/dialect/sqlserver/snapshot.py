@@ -116,7 +116,8 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
     names = [c.name for c in instance.columns if c.name not in instance.dropped_columns]
     cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, [key] if key else
                                        list(instance.key_columns), chunk.lower is not None and key is not None,
-                                       chunk.upper is not None and key is not None, condition),
+                                       chunk.upper is not None and key is not None, condition,
+                                       {c.name: c.type_name for c in instance.columns}),
                    *[bound for bound in (chunk.lower, chunk.upper) if bound is not None and key is not None])
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     while batch := cursor.fetchmany(fetch_size):

@@ -170,8 +170,8 @@ def _datetime(value: object) -> QlikValue:
         match = _DATETIME_TEXT.fullmatch(value.strip())
         if match is None:
             raise ValueError(f"cannot read datetime value {value!r}")
-        *fields, digits = match.groups()
-        value = datetime.datetime(*(int(f) for f in fields), int((digits or "").ljust(6, "0")[:6]))
+        year, month, day, hour, minute, second = (int(field) for field in match.groups()[:6])
+        value = datetime.datetime(year, month, day, hour, minute, second, int((match[7] or "").ljust(6, "0")[:6]))
     if not isinstance(value, datetime.datetime):
         raise TypeError(f"expected a datetime, got {type(value).__name__}")
     return value.replace(tzinfo=_UTC)  # wall-clock time, read as UTC
