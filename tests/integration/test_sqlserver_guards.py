@@ -182,3 +182,78 @@ def test_never_keeps_its_start_when_the_first_run_commits_no_batch(model: SqlSer
         tx.insert("dbo", "customers", {"id": 500, "email": "between runs"})
     assert run_stream(spark, config).events == 1
     assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [500]
+
+
+# -- what the server says, told apart (docs/decisions/0034) --------------------------------------------------------
+@pytest.mark.version_neutral
+def test_a_snapshot_list_snapshots_its_tables_and_streams_the_others_from_the_snapshots_start(
+        model: SqlServerModel, spark: Any, workdir: Path) -> None:
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 1, "email": "snapshotted"})
+        tx.insert("dbo", "orders", {"id": 1, "email": "not snapshotted"})
+    config = sqlserver_config(model, workdir, **{"snapshot.include.collection.list": "testDB\\.dbo\\.cust.*"})
+    run_snapshot(spark, config)
+    orders = "server1.testDB.dbo.orders"
+    assert [payload(r["value"])["op"] for r in records(config, TOPIC)] == ["r"]
+    assert records(config, orders) == []
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "orders", {"id": 2, "email": "streamed"})
+    run_stream(spark, config)
+    assert [(payload(r["value"])["op"], payload(r["value"])["after"]["id"]) for r in records(config, orders)] == [
+        ("c", 2)]
+
+
+@pytest.mark.version_neutral
+def test_a_snapshot_list_entry_that_matches_no_captured_table_is_refused_before_anything_is_written(
+        model: SqlServerModel, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers",
+                                                 "snapshot.include.collection.list": "testDB\\.dbo\\.orders"})
+    status, output = _cli(capsys, config, workdir, "snapshot")
+    assert status == 2, output
+    assert "snapshot.include.collection.list entry 'testDB\\.dbo\\.orders' matches none of the tables" in output
+    assert not (workdir / "checkpoint").exists() and not (workdir / "out").exists()
+
+
+@pytest.mark.version_neutral
+def test_a_login_outside_the_gating_role_stops_the_stream_saying_so(model: SqlServerModel, spark: Any, workdir: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    model.create_login("cdckit", "not-a-real-secret")
+    model.set_capture_access("testDB", "dbo_customers", "cdckit", False)
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 7, "email": "unread"})
+    status, output = _cli(capsys, config, workdir, "stream")
+    assert status == 2, output
+    assert "the login may not read the changes of table testDB.dbo.customers" in output
+    assert "gating role" in output and "CDC was disabled" not in output and "Traceback" not in output
+
+
+@pytest.mark.version_neutral
+def test_a_database_the_login_cannot_open_is_named_not_blamed_on_the_password(
+        model: SqlServerModel, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model.create_database("salesDB")
+    model.create_login("cdckit", "not-a-real-secret", databases=["salesDB"])
+    status, output = _cli(capsys, sqlserver_config(model, workdir), workdir, "snapshot")
+    assert status == 2, output
+    assert "login 'cdckit' on sqlserver.test:1433 cannot open database 'testDB' (SQL Server error 4060)" in output
+    assert "database.password" not in output
+
+
+@pytest.mark.version_neutral
+def test_no_max_lsn_where_the_agent_cannot_be_seen_is_a_warning_and_the_stream_goes_on(
+        model: SqlServerModel, spark: Any, workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from cdckit.dialect.sqlserver import changes
+
+    changes._NO_MAX_LSN_WARNED.clear()
+    config = sqlserver_config(model, workdir, **{"table.include.list": "dbo\\.customers"})
+    run_snapshot(spark, config)
+    model.agent_service_listed = False  # Azure SQL, Amazon RDS: sys.dm_server_services lists no Agent
+    model.purge_lsn_time_mapping("testDB")  # a quiet database whose cleanup left no mapping row
+    with caplog.at_level("WARNING", "cdckit.sqlserver"):
+        assert run_stream(spark, config).events == 0
+    assert "no maximum LSN is recorded in database 'testDB'" in caplog.text
+    with model.transaction("testDB") as tx:
+        tx.insert("dbo", "customers", {"id": 8, "email": "after the quiet spell"})
+    run_stream(spark, config)
+    assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [8]
