@@ -63,15 +63,29 @@ Modelled:
   SQL Server reports them, the Agent in ``sys.dm_server_services`` (status 4 running, 1 stopped),
   ``SERVERPROPERTY('ProductVersion')`` = 16.0.1000.6.
 * Values as pyodbc returns them: int, bool (bit), Decimal, float, str (char/nchar blank-padded, uniqueidentifier
-  upper-case text), bytes (binary zero-padded), date, time, naive datetime (``datetime`` rounded to 1/300 s,
-  ``smalldatetime`` to the minute, ``datetime2``/``time`` to their scale, at most microseconds). A row with a
-  ``datetimeoffset`` column cannot be fetched (the execute succeeds): pyodbc's ``ProgrammingError('ODBC SQL type
-  -155 is not yet supported.  column-index=N  type=-155', 'HY106')``, whatever the value, NULL included, unless
-  the connection has an output converter for -155 (``add_output_converter``) when the row is fetched; the converter
-  receives SQL_SS_TIMESTAMPOFFSET_STRUCT bytes (``<6hI2h``: year, month, day, hour, minute, second, nanoseconds,
-  offset hours and minutes, both signed) and is not called for NULL, and ``description`` then reports ``str``
-  for the column (``bytearray`` without a converter). Conversion, overflow, truncation, NULL, duplicate-key and
-  identity errors carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
+  upper-case text), bytes (binary zero-padded), date. Times are held to 100 ns (``datetime2``, ``time``,
+  ``datetimeoffset`` rounded half up to their scale; ``datetime`` to 1/300 s and returned in milliseconds, as
+  Microsoft's ODBC driver rounds it; ``smalldatetime`` to the minute) and reach the client by ODBC SQL type:
+  without an output converter, SQL_TYPE_TIMESTAMP (93: datetime, smalldatetime, datetime2) and SQL_SS_TIME2 (-154:
+  time) come back as naive datetime and time cut to microseconds (pyodbc divides the nanosecond fraction by 1000),
+  and a row with a SQL_SS_TIMESTAMPOFFSET (-155: datetimeoffset) column cannot be fetched (the execute succeeds):
+  pyodbc's ``ProgrammingError('ODBC SQL type -155 is not yet supported.  column-index=N  type=-155', 'HY106')``,
+  whatever the value, NULL included. An output converter for the type (``add_output_converter``, registered when
+  the row is fetched) receives the driver's struct, fraction in nanoseconds: SQL_TIMESTAMP_STRUCT (``<6hI``),
+  SQL_SS_TIME2_STRUCT (``<3H2xI``: hour, minute, second, two bytes of padding, fraction) or
+  SQL_SS_TIMESTAMPOFFSET_STRUCT (``<6hI2h``: then offset hours and minutes, both signed), and is not called for
+  NULL; ``description`` reports ``str`` for a -155 column with a converter (``bytearray`` without one).
+  ``geometry``, ``geography``, ``hierarchyid`` (SQL_SS_UDT, -151) and ``sql_variant`` (SQL_SS_VARIANT, -150) fail
+  the fetch the same way, whatever the value; the reader's conversions (``queries.column_expression``) return what
+  SQL Server returns: ``CAST(c.STSrid AS binary(4)) + c.STAsBinary()`` the SRID (big-endian) and the 2D
+  little-endian well-known binary (values given as well-known text of POINT, LINESTRING, POLYGON or their MULTI
+  forms with the type's default SRID, 0 for geometry and 4326 for geography, or as ``(text or WKB, srid)``),
+  ``c.ToString()`` the hierarchyid's text (``/1/3/``), ``CAST(c AS nvarchar(4000))`` a sql_variant's text; a
+  method on a column of another type is error 258. A ``timestamp`` (rowversion) column takes a new 8-byte value
+  from a per-database counter on every insert and update of its row (errors 273 and 272 for a value given; the
+  rowversion page) and is ``binary(8)`` in change tables, with the same values ("Captured Column Data Types" of
+  the cdc.<capture_instance>_CT page). Conversion, overflow, truncation, NULL, duplicate-key and identity errors
+  carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
 * Plain table reads (``select_rows``, ``read_signals``, ``key_bounds``, ``lock_table``): range conditions on the
   first key column, a signal's additional condition (``_conditions``: the expressions cdckit lets through, in
   three-valued logic, compiled against the table as ``try_condition`` is), ORDER BY the key, NULLs first; strings
@@ -84,7 +98,9 @@ commit or agent start rather than polling), isolation semantics and locking beyo
 statement reads the latest committed state), concurrent client transactions, DML or DDL through SQL, capture
 job latency and batch limits, retention by time, net changes (``fn_cdc_get_net_changes_``) and the other row
 filter options, ``__$end_lsn`` (always NULL), computed columns, LOB specifics (``text``/``image`` are plain
-values), rowversion, sql_variant, spatial and user-defined types, collations other than the approximation above,
+values), user-defined types other than geometry, geography and hierarchyid, output converters for -151 and -150
+(the model has no CLR or variant bytes to give them), hierarchyid order (compared as text), sql_variant base types
+other than int, nvarchar and decimal, collations other than the approximation above,
 ``tran_id`` values beyond an increasing counter, and ``fn_cdc_map_lsn_to_time`` for LSNs without a mapping row
 (NULL here).
 """
