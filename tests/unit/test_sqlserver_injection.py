@@ -16,8 +16,10 @@ HOSTILE = ["x]; DROP TABLE dbo.canary; --", "sé lect", "order", "a'b", "[br]ack
 def test_hostile_identifiers_stay_identifiers(name: str) -> None:
     db = queries.quote_name("test" + name)
     statements = [
-        queries.select_rows(db, name, name, [name, "id"], ["id"], True, True),
-        queries.key_bounds(db, name, name, name),
+        queries.select_rows(db, name, name, [name, "id"], [name, "id"], True, True, key_types=["int", "int"]),
+        queries.key_boundaries(db, name, name, [name, "id"]),
+        queries.next_boundary(db, name, name, [name], ["int"], True),
+        queries.keys_within(db, name, name, [name], ["int"], 2, True, True),
         queries.changes_query(db, "dbo_" + name, [name]),
         queries.lock_table(db, name, name),
     ]

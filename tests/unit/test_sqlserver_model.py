@@ -72,6 +72,9 @@ def changes(conn: ssm.Connection, low: bytes | None = None, high: bytes | None =
     return rows(conn, q.changes_query(DB, instance, columns), low, high)
 
 
+KEY_TYPES = ["int", "nvarchar(50)"]
+
+
 def all_statements() -> list[str]:
     ct = q.change_table("dbo_customers")
     return [q.PRODUCT_VERSION, q.DATABASE_CDC_ENABLED, q.AGENT_RUNNING, q.MAX_LSN.format(db=DB),
@@ -79,9 +82,14 @@ def all_statements() -> list[str]:
             q.CAPTURED_COLUMNS.format(db=DB), q.PRIMARY_KEY_COLUMNS.format(db=DB), q.INDEX_COLUMNS.format(db=DB),
             q.DDL_HISTORY.format(db=DB), q.NTH_TRANSACTION_LSN.format(db=DB),
             q.CHANGE_COUNTS.format(db=DB, change_table=ct), q.changes_query(DB, "dbo_customers", NAMES),
-            *[q.select_rows(DB, "dbo", "customers", NAMES, key, lo, hi)
+            *[q.select_rows(DB, "dbo", "customers", NAMES, key, lo, hi, key_types=KEY_TYPES[:len(key)])
               for key in ([], ["id"], ["id", "name"]) for lo in (False, True) for hi in (False, True)],
-            q.key_bounds(DB, "dbo", "customers", "id"), q.lock_table(DB, "dbo", "customers"),
+            *[statement for key in (["id"], ["id", "name"]) for statement in (
+                q.key_boundaries(DB, "dbo", "customers", key), q.last_key(DB, "dbo", "customers", key),
+                q.next_boundary(DB, "dbo", "customers", key, KEY_TYPES[:len(key)], True),
+                q.next_boundary(DB, "dbo", "customers", key, KEY_TYPES[:len(key)], False),
+                q.keys_within(DB, "dbo", "customers", key, KEY_TYPES[:len(key)], 3, True, True))],
+            q.row_count(DB, "dbo", "customers"), q.lock_table(DB, "dbo", "customers"),
             q.read_signals(DB, "dbo.signals"), *q.SET_ISOLATION.values()]
 
 
@@ -109,7 +117,7 @@ def test_identifiers_with_brackets_and_spaces_are_recognised(model: SqlServerMod
                        ["k]ey"])
     with model.transaction("testDB") as tx:
         tx.insert("odd schema", "we]ird", {"k]ey": 1, "v v": 2})
-    sql = q.select_rows(DB, "odd schema", "we]ird", ["k]ey", "v v"], ["k]ey"], True, False)
+    sql = q.select_rows(DB, "odd schema", "we]ird", ["k]ey", "v v"], ["k]ey"], True, False, key_types=["int"])
     assert rows(conn, sql, 0) == [(1, 2)]
 
 
@@ -407,21 +415,25 @@ def test_alter_column_type_reaches_the_change_table_when_the_capture_job_reads_i
 
 # ---- table reads ----------------------------------------------------------------------------------------------------
 def test_select_rows_key_ranges_and_bounds(model: SqlServerModel, conn: ssm.Connection) -> None:
-    bounds = q.key_bounds(DB, "dbo", "customers", "id")
-    assert rows(conn, bounds) == [(None, None, 0)]
+    count = q.row_count(DB, "dbo", "customers")
+    assert rows(conn, count) == [(0,)]
+    assert rows(conn, q.last_key(DB, "dbo", "customers", ["id"])) == []
     with model.transaction("testDB") as tx:
         for i in (5, 1, 9, 3):
             tx.insert("dbo", "customers", customer(i, f"n{i}"))
-    assert rows(conn, bounds) == [(1, 9, 4)]
+    assert rows(conn, count) == [(4,)]
+    assert rows(conn, q.last_key(DB, "dbo", "customers", ["id"])) == [(9,)]
+    assert rows(conn, q.key_boundaries(DB, "dbo", "customers", ["id"]), 5, 2) == [(3,), (9,)]
+    assert rows(conn, q.key_boundaries(DB, "dbo", "customers", ["id"]), 1, 2) == [(3,)]
 
     def ids(lower: bool, upper: bool, *params: Any) -> list[int]:
-        sql = q.select_rows(DB, "dbo", "customers", ["id", "name"], ["id"], lower, upper)
+        sql = q.select_rows(DB, "dbo", "customers", ["id", "name"], ["id"], lower, upper, key_types=["int"])
         return [r[0] for r in rows(conn, sql, *params)]
 
     assert ids(False, False) == [1, 3, 5, 9]
-    assert ids(True, False, 3) == [3, 5, 9]
-    assert ids(False, True, 5) == [1, 3]
-    assert ids(True, True, 3, 9) == [3, 5]
+    assert ids(True, False, 3) == [5, 9]  # after the lower boundary key
+    assert ids(False, True, 5) == [1, 3, 5]  # up to and including the upper one
+    assert ids(True, True, 3, 9) == [5, 9]
     unordered = q.select_rows(DB, "dbo", "customers", ["name"], [], False, False)
     assert rows(conn, unordered) == [("n5",), ("n1",), ("n9",), ("n3",)]
     with pytest.raises(ssm.ProgrammingError, match=r"Invalid object name 'testDB\.dbo\.nope'"):
@@ -435,9 +447,9 @@ def test_string_keys_use_a_case_insensitive_order(model: SqlServerModel, conn: s
     with model.transaction("testDB") as tx:
         for tag in ("beta", "Alpha", "gamma"):
             tx.insert("dbo", "tags", {"tag": tag})
-    sql = q.select_rows(DB, "dbo", "tags", ["tag"], ["tag"], True, False)
+    sql = q.select_rows(DB, "dbo", "tags", ["tag"], ["tag"], True, False, key_types=["nvarchar(20)"])
     assert rows(conn, sql, "b") == [("beta",), ("gamma",)]
-    assert rows(conn, q.key_bounds(DB, "dbo", "tags", "tag")) == [("Alpha", "gamma", 3)]
+    assert rows(conn, q.key_boundaries(DB, "dbo", "tags", ["tag"]), 3, 1) == [("Alpha",), ("beta",), ("gamma",)]
     with pytest.raises(ssm.IntegrityError, match=r"\(2627\)"), model.transaction("testDB") as tx:
         tx.insert("dbo", "tags", {"tag": "ALPHA"})
 
@@ -550,7 +562,7 @@ def test_a_failed_transaction_leaves_no_trace(model: SqlServerModel, conn: ssm.C
         tx.insert("dbo", "customers", customer(1))
         raise RuntimeError("boom")
     assert one(conn, q.MAX_LSN.format(db=DB)) is None
-    assert rows(conn, q.key_bounds(DB, "dbo", "customers", "id")) == [(None, None, 0)]
+    assert rows(conn, q.row_count(DB, "dbo", "customers")) == [(0,)]
 
 
 def test_cursor_and_connection_surface(model: SqlServerModel, conn: ssm.Connection) -> None:
@@ -558,8 +570,8 @@ def test_cursor_and_connection_surface(model: SqlServerModel, conn: ssm.Connecti
         for i in range(5):
             tx.insert("dbo", "customers", customer(i))
     cursor = conn.cursor()
-    sql = q.select_rows(DB, "dbo", "customers", ["id"], ["id"], True, True)
-    assert cursor.execute(sql, (1, 4)) is cursor and cursor.rowcount == -1
+    sql = q.select_rows(DB, "dbo", "customers", ["id"], ["id"], True, True, key_types=["int"])
+    assert cursor.execute(sql, (0, 3)) is cursor and cursor.rowcount == -1
     assert [r[0] for r in cursor.fetchmany(2)] == [1, 2]
     assert [r.id for r in cursor] == [3]
     assert cursor.fetchone() is None

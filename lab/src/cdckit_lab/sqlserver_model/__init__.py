@@ -86,12 +86,26 @@ Modelled:
   rowversion page) and is ``binary(8)`` in change tables, with the same values ("Captured Column Data Types" of
   the cdc.<capture_instance>_CT page). Conversion, overflow, truncation, NULL, duplicate-key and identity errors
   carry SQL Server's numbers (245, 8115, 2628, 515, 2627, 544, 8102).
-* Plain table reads (``select_rows``, ``read_signals``, ``key_bounds``, ``lock_table``): range conditions on the
-  first key column, a signal's additional condition (``_conditions``: the expressions cdckit lets through, in
-  three-valued logic, compiled against the table as ``try_condition`` is), ORDER BY the key, NULLs first; strings
-  compare case-insensitively ignoring trailing blanks (an approximation of the default SQL_Latin1_General_CP1_CI_AS
-  collation). ``SET TRANSACTION ISOLATION LEVEL`` is accepted and the level recorded
-  (``Connection.isolation_level``); TABLOCKX is recorded until commit.
+* Plain table reads (``select_rows``, ``read_signals``, ``row_count``, ``lock_table``): a signal's additional
+  condition (``_conditions``: the expressions cdckit lets through, in three-valued logic, compiled against the
+  table as ``try_condition`` is), then a chunk's keyset bounds, ORDER BY the key, NULLs first. ``SET TRANSACTION
+  ISOLATION LEVEL`` is accepted and the level recorded (``Connection.isolation_level``); TABLOCKX is recorded until
+  commit.
+* Keyset chunks (``queries.keyset``, over keys of up to eight columns): ``(k1, k2) > (?, ?)`` and ``<= (?, ?)`` in
+  T-SQL's AND/OR form are evaluated as written, each parameter converted by its ``CAST(? AS <type>)`` (as CAST
+  converts: a string to a date, a uniqueidentifier, a decimal) and compared as the key column's type compares. So
+  are ``key_boundaries`` (ROW_NUMBER() over the key, every n-th row, TOP), ``last_key`` (TOP (1) ORDER BY every key
+  column DESC), ``next_boundary`` (the last of TOP (n) keys within bounds, with its ROW_NUMBER()) and
+  ``keys_within`` (keys bound as a UNION ALL of SELECTs under the table's own empty key columns, recognised by
+  rendering the statement again from its table, columns, types and number of keys). Orders: strings compare
+  case-insensitively ignoring trailing blanks (an approximation of the default SQL_Latin1_General_CP1_CI_AS
+  collation: accents and the collation's own letter order are not modelled); a uniqueidentifier compares by its
+  bytes, the last six first, then bytes 8-9, 6-7, 4-5 and 0-3 of its stored form (the first three groups of its
+  text little-endian): "SqlGuid uses SQL Server behavior, where the last six bytes of a value are most
+  significant" (Microsoft, "Comparing GUID and uniqueidentifier values",
+  learn.microsoft.com/dotnet/framework/data/adonet/sql/comparing-guid-and-uniqueidentifier-values, and
+  ``SqlGuid.CompareTo``: "treats the last 6 bytes as the most significant ones in comparisons"), never by its text;
+  date, datetime and decimal keys as their values (a ``datetime`` to its 1/300 s ticks).
 
 Not modelled: a real transaction log (log records are rows in SQLite; the capture job runs synchronously at
 commit or agent start rather than polling), isolation semantics and locking beyond recording them (every

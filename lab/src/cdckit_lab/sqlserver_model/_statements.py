@@ -25,6 +25,7 @@ from . import _conditions
 from . import _sqlite as store
 from ._cdc import datetime_text, disable_table, enable_table
 from ._errors import (
+    DataError,
     ProgrammingError,
     UnmodelledStatementError,
     insufficient_arguments,
@@ -33,9 +34,20 @@ from ._errors import (
     pyodbc_error,
     server_error,
 )
-from ._types import ZERO_LSN, ModelColumn, coerce, compare_key, decode, increment_lsn, sort_key
+from ._types import (
+    TYPES,
+    ZERO_LSN,
+    ModelColumn,
+    coerce,
+    decode,
+    increment_lsn,
+    normalise_column,
+    typed_compare_key,
+    typed_sort_key,
+)
 
 PRODUCT_VERSION = "16.0.1000.6"
+MAX_KEY_COLUMNS = 8  # keyset statements are answered over keys of up to this many columns
 _IDENT = r"(?:[^\]]|\]\])+"
 
 
@@ -137,7 +149,7 @@ def converted(result: Result, text: str) -> Result:
 
 def _compile(rendered: str) -> re.Pattern[str]:
     """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; QQxQQ = a name inside brackets;
-    QQCONDQQ = a signal's additional condition."""
+    QQCONDQQ = a signal's additional condition; QQTYPExQQ = a type as CAST takes it."""
     pattern = re.escape(normalise(rendered))
     seen: set[str] = set()
 
@@ -150,6 +162,7 @@ def _compile(rendered: str) -> re.Pattern[str]:
     counter = iter(range(1, 100))
     pattern = re.sub(r"\\\[QQL(\w+?)QQ\\\]", lambda m: group(f"{m[1]}_{next(counter)}", _LIST), pattern)
     pattern = re.sub("QQDBQQ", lambda m: group("db", rf"\[{_IDENT}\]"), pattern)
+    pattern = re.sub(r"QQTYPE(\w+?)QQ", lambda m: group(m[1], _TYPE), pattern)
     pattern = re.sub("QQCONDQQ", lambda m: group("cond", ".+?"), pattern)
     pattern = re.sub(r"QQ(\w+?)QQ", lambda m: group(m[1], _IDENT), pattern)
     return re.compile(pattern + r"\Z")
@@ -400,28 +413,173 @@ def _columns_of(info: store.TableInfo, names: Sequence[str]) -> list[ModelColumn
     return result
 
 
-def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+def _select_rows(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session, keys: int = 0,
+                 lower: bool = False, upper: bool = False) -> Result:
+    """A chunk's rows: the additional condition, then the keyset bounds (``_keyset``), in key order."""
     info = _table(conn, g)
     selected = _columns_of(info, split_list(g["cols_1"]))
     lists = sorted((k for k in g if k.startswith("keys_")), key=lambda k: int(k.split("_")[1]))
-    key = _columns_of(info, split_list(g[lists[-1]])) if lists else []
-    conditions = [split_list(g[k]) for k in lists[:-1]]
-    if any(len(c) != 1 or c[0].casefold() != key[0].name.casefold() for c in conditions):
-        raise UnmodelledStatementError("select_rows: range conditions are only modelled on the first key column")
+    key = _key_of(info, g, keys) if keys else _columns_of(info, split_list(g[lists[-1]])) if lists else []
     rows = [row for _, row in store.table_rows(conn, info)]
     if "cond" in g:  # a signal's additional condition, before the key range
         tree = _conditions.parse(g["cond"], info)
         rows = [row for row in rows if _conditions.holds(tree, info, row)]
-    where = g["_sql"].rpartition(" WHERE ")[2] if conditions else ""
-    operators = re.findall(r"(>=|<) \?", where)
-    for operator, bound in zip(operators, p, strict=True):
-        limit = compare_key(coerce(key[0], bound))
-        rows = [r for r in rows if r[key[0].name] is not None and limit is not None
-                and (compare_key(r[key[0].name]) >= limit if operator == ">=" else compare_key(r[key[0].name]) < limit)]
+    casts = _casts(g, keys)
+    bounds = [op for op, wanted in ((">", lower), ("<=", upper)) if wanted]
+    rows = [r for r in rows if _within(key, casts, [r[c.name] for c in key], bounds, p)]
     if key:
-        rows.sort(key=lambda r: tuple(sort_key(r[c.name]) for c in key))
+        rows.sort(key=lambda r: tuple(typed_sort_key(c.type_name, r[c.name]) for c in key))
     return converted(Result([OutColumn(c.name, c) for c in selected], [tuple(r[c.name] for c in selected)
                                                                          for r in rows]), g["cols_1"])
+
+
+def _key_of(info: store.TableInfo, g: dict[str, str], keys: int) -> list[ModelColumn]:
+    return _columns_of(info, [unquote(f"[{g[f'k{i}']}]") for i in range(1, keys + 1)])
+
+
+_TYPE = r"[a-z0-9]+(?:\((?:max|\d+(?:, \d+)?)\))?"
+
+
+def cast_type(declaration: str) -> ModelColumn:
+    """The column a ``CAST(? AS <declaration>)`` converts to (``queries.type_declaration``'s forms)."""
+    match = re.fullmatch(r"([a-z0-9]+)(?:\((max|\d+)(?:, (\d+))?\))?", declaration)
+    if match is None or match[1] not in TYPES:
+        raise UnmodelledStatementError("HY000", f"the SQL Server model does not cast to {declaration}")
+    name, size, scale = match[1], match[2], int(match[3] or 0)
+    if name in ("decimal", "numeric"):
+        return normalise_column(ModelColumn("", name, precision=int(size or 18), scale=scale))
+    if name in ("datetime2", "time", "datetimeoffset"):
+        return normalise_column(ModelColumn("", name, precision=1, scale=int(size if size is not None else 7)))
+    if name in ("char", "varchar", "binary", "varbinary", "nchar", "nvarchar"):
+        length = -1 if size in (None, "max") else int(size) * (2 if name.startswith("n") else 1)
+        return normalise_column(ModelColumn("", name, max_length=length))
+    if name == "float":
+        return normalise_column(ModelColumn("", name, precision=53))
+    return normalise_column(ModelColumn("", name))
+
+
+def _casts(g: dict[str, str], keys: int) -> list[ModelColumn]:
+    return [cast_type(g[f"t{i}"]) for i in range(1, keys + 1)]
+
+
+def _keyset(key: Sequence[ModelColumn], casts: Sequence[ModelColumn], values: Sequence[Any], operator: str,
+            params: list[Any]) -> bool:
+    """``queries.keyset``'s expression evaluated on one row's key ``values``, taking its parameters from the front
+    of ``params``, each converted by its CAST and compared as the key column's type compares (``typed_compare_key``:
+    strings case-insensitively, uniqueidentifier by its byte groups); a NULL makes a comparison unknown (false)."""
+    def compare(i: int) -> int | None:
+        bound = coerce(casts[i], params.pop(0))
+        if values[i] is None or bound is None:
+            return None
+        mine, theirs = typed_compare_key(key[i].type_name, values[i]), typed_compare_key(key[i].type_name, bound)
+        return int((mine > theirs) - (mine < theirs))
+
+    def holds(result: int | None, op: str) -> bool:
+        return result is not None and {">": result > 0, "<": result < 0, "<=": result <= 0, ">=": result >= 0,
+                                        "=": result == 0}[op]
+
+    if len(key) == 1:
+        return holds(compare(0), operator)
+    lead = holds(compare(0), ">=" if operator == ">" else "<=")
+    terms = []
+    for i in range(len(key)):
+        equal = [holds(compare(j), "=") for j in range(i)]  # every parameter is taken, as the server binds them all
+        last = holds(compare(i), operator if i == len(key) - 1 else (">" if operator == ">" else "<"))
+        terms.append(all(equal) and last)
+    return lead and any(terms)
+
+
+def _within(key: Sequence[ModelColumn], casts: Sequence[ModelColumn], values: Sequence[Any], bounds: Sequence[str],
+            params: Sequence[Any]) -> bool:
+    """Whether a key lies within the keyset ``bounds`` (``>`` then ``<=``) whose parameters are ``params``."""
+    rest = list(params)
+    return all([_keyset(key, casts, values, op, rest) for op in bounds])
+
+
+def _ordered(info: store.TableInfo, key: Sequence[ModelColumn], conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    rows = [row for _, row in store.table_rows(conn, info)]
+    rows.sort(key=lambda r: tuple(typed_sort_key(c.type_name, r[c.name]) for c in key))
+    return rows
+
+
+def _row_count(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    info = _table(conn, g)
+    return _scalar(_out("", "bigint", 8, 19, nullable=False), sum(1 for _ in store.table_rows(conn, info)))
+
+
+def _key_boundaries(keys: int) -> Handler:
+    """The first m of every n-th key in key order (TOP (m), ROW_NUMBER() over the key, ``% n = 0``)."""
+    def handler(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+        info = _table(conn, g)
+        key = _key_of(info, g, keys)
+        top, every = _top(p[0]), _top(p[1])
+        if every == 0:
+            raise server_error(DataError, "22012", 8134, "Divide by zero error encountered.")
+        rows = _ordered(info, key, conn)
+        return Result([OutColumn(c.name, c) for c in key],
+                      [tuple(r[c.name] for c in key) for n, r in enumerate(rows, 1) if n % every == 0][:top])
+    return handler
+
+
+def _last_key(keys: int) -> Handler:
+    def handler(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+        info = _table(conn, g)
+        key = _key_of(info, g, keys)
+        rows = _ordered(info, key, conn)
+        return Result([OutColumn(c.name, c) for c in key], [tuple(r[c.name] for c in key) for r in rows[-1:]])
+    return handler
+
+
+def _next_boundary(keys: int, lower: bool) -> Handler:
+    """The last of the first n keys within the bounds, and its number (ROW_NUMBER() within them)."""
+    def handler(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+        info = _table(conn, g)
+        key = _key_of(info, g, keys)
+        casts = _casts(g, keys)
+        top = _top(p[0])
+        bounds = [">", "<="] if lower else ["<="]
+        rows = [r for r in _ordered(info, key, conn) if _within(key, casts, [r[c.name] for c in key], bounds, p[1:])]
+        chosen = rows[:top]
+        out = [*(OutColumn(c.name, c) for c in key), _out("__$row", "bigint", 8, 19, nullable=False)]
+        return Result(out, [(*(chosen[-1][c.name] for c in key), len(chosen))] if chosen else [])
+    return handler
+
+
+_KEYS_WITHIN = re.compile(r"SELECT \[v\]\.\[__\$i\] FROM \(SELECT -1 AS \[__\$i\], (?P<keys>.+?) FROM "
+                          rf"(?P<db>\[{_IDENT}\])\.(?P<schema>\[{_IDENT}\])\.(?P<table>\[{_IDENT}\]) WHERE 1 = 0 "
+                          rf"UNION ALL SELECT \?, (?P<casts>CAST\(\? AS {_TYPE}\)(?:, CAST\(\? AS {_TYPE}\))*)"
+                          r"(?: UNION ALL .+)?\) AS \[v\](?: WHERE .+)?\Z")
+
+
+def _keys_within(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """Which of the numbered keys lie within the bounds: the statement is recognised by rendering it again with
+    ``queries.keys_within`` from its table, key columns, types and number of keys (anything else is unmodelled);
+    each key value is converted by its CAST and compared as the key column's type compares."""
+    sql = g["_sql"]
+    match = _KEYS_WITHIN.match(sql)
+    if match is None:
+        raise UnmodelledStatementError("HY000", f"the SQL Server model does not answer this statement: {sql}")
+    names = split_list(match["keys"])
+    types = re.findall(rf"CAST\(\? AS ({_TYPE})\)", match["casts"])
+    count = sql.count(" UNION ALL SELECT ?, ")
+    shapes = [(lower, upper) for lower, upper in ((True, True), (True, False), (False, True))
+              if q.keys_within(match["db"], unquote(match["schema"]), unquote(match["table"]), names, types, count,
+                               lower, upper) == sql]
+    if len(names) != len(types) or not shapes:
+        raise UnmodelledStatementError("HY000", f"the SQL Server model does not answer this statement: {sql}")
+    info = store.table_info(conn, store.database_name(conn, unquote(match["db"])), unquote(match["schema"]),
+                            unquote(match["table"]))
+    key = _columns_of(info, names)
+    casts = [cast_type(t) for t in types]
+    width = len(key) + 1
+    bounds = [op for op, wanted in ((">", shapes[0][0]), ("<=", shapes[0][1])) if wanted]
+    found = []
+    for n in range(count):
+        number, *values = p[n * width:(n + 1) * width]
+        values = [coerce(cast, value) for cast, value in zip(casts, values, strict=True)]
+        if _within(key, casts, values, bounds, p[count * width:]):
+            found.append((number,))
+    return Result([_out("__$i", "int", 4, 10)], found)
 
 
 def _try_condition(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
@@ -431,15 +589,6 @@ def _try_condition(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s:
         _conditions.holds(_conditions.parse(g["cond"], info), info, row)
         break
     return Result([_out("", "int", 4, 10, nullable=False)], [])
-
-
-def _key_bounds(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
-    info = _table(conn, g)
-    (key,) = _columns_of(info, [unquote(g["key"])])
-    rows = [row for _, row in store.table_rows(conn, info)]
-    values = sorted((r[key.name] for r in rows if r[key.name] is not None), key=sort_key)
-    return Result([OutColumn("", key), OutColumn("", key), _out("", "bigint", 8, 19, nullable=False)],
-                  [(values[0] if values else None, values[-1] if values else None, len(rows))])
 
 
 def _lock_table(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
@@ -520,16 +669,26 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("changes_query", q.changes_query(db, "QQinstQQ", ["QQLcolsQQ"]), _changes),
         ("select_rows/read_signals",
          q.read_signals(db, "QQschemaQQ.QQtableQQ").replace("[id], [type], [data]", "[QQLcolsQQ]"), _select_rows),
-        ("key_bounds", q.key_bounds(*table, "QQkeyQQ"), _key_bounds),
+        ("row_count", q.row_count(*table), _row_count),
         ("lock_table", q.lock_table(*table), _lock_table),
     ]
     entries.append(("try_condition", q.try_condition(*table, "QQCONDQQ"), _try_condition))
-    for lower in (False, True):
-        for upper in (False, True):
-            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper),
-                            _select_rows))
-            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], lower, upper,
-                                                         "QQCONDQQ"), _select_rows))
+    for keys in range(1, MAX_KEY_COLUMNS + 1):  # keyset statements: the key columns and their CASTs, by number
+        names, types = [f"QQk{i}QQ" for i in range(1, keys + 1)], [f"QQTYPEt{i}QQ" for i in range(1, keys + 1)]
+        for lower, upper in ((True, True), (True, False), (False, True)):
+            handler = functools.partial(_select_rows, keys=keys, lower=lower, upper=upper)
+            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], names, lower, upper,
+                                                         key_types=types), handler))
+            entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], names, lower, upper, "QQCONDQQ",
+                                                         key_types=types), handler))
+        entries.append(("key_boundaries", q.key_boundaries(*table, names), _key_boundaries(keys)))
+        entries.append(("last_key", q.last_key(*table, names), _last_key(keys)))
+        for lower in (True, False):
+            entries.append(("next_boundary", q.next_boundary(*table, names, types, lower), _next_boundary(keys, lower)))
+    entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], False, False), _select_rows))
+    entries.append(("select_rows", q.select_rows(*table, ["QQLcolsQQ"], ["QQLkeysQQ"], False, False, "QQCONDQQ"),
+                    _select_rows))
+    entries.append(("keys_within", "SELECT [v].[__$i] FROM (SELECT -1 AS [__$i], QQCONDQQ", _keys_within))
     entries.extend(("SET_ISOLATION", sql, _set_isolation) for sql in sorted(set(q.SET_ISOLATION.values())))
     compiled = [(name, _compile(sql), handler) for name, sql, handler in entries]
     compiled.append(("set_lock_timeout", re.compile(re.escape(q.set_lock_timeout(0)).replace("0", r"-?\d+") + r"\Z"),

@@ -166,8 +166,9 @@ def change_table(capture_instance: str) -> str:
 # -- snapshot ---------------------------------------------------------------------------------------------
 def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: Sequence[str],
                 lower_bounded: bool, upper_bounded: bool, condition: str | None = None,
-                types: Mapping[str, str] | None = None) -> str:
-    """The rows of one chunk: ``key >= ?`` and ``key < ?`` on a single-column key, in key order.
+                types: Mapping[str, str] | None = None, key_types: Sequence[str] = ()) -> str:
+    """The rows of one chunk in key order: those after its lower boundary key and up to its upper one
+    (``keyset``; ``key_types``: the key columns' declarations, ``type_declaration``).
 
     ``condition`` is an incremental snapshot signal's ``additional-condition``: a boolean T-SQL expression a
     user with write access to the signal table supplied, checked to be one expression (``check_condition``).
@@ -176,9 +177,9 @@ def select_rows(db: str, schema: str, table: str, columns: Sequence[str], key: S
     selected = select_list(columns, types)
     conditions = [f"({condition})"] if condition else []
     if key and lower_bounded:
-        conditions.append(f"{quote_name(key[0])} >= ?")
+        conditions.append(keyset(key, key_types, ">"))
     if key and upper_bounded:
-        conditions.append(f"{quote_name(key[0])} < ?")
+        conditions.append(keyset(key, key_types, "<="))
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     order = f" ORDER BY {', '.join(quote_name(k) for k in key)}" if key else ""
     return f"SELECT {selected} FROM {db}.{quote_name(schema)}.{quote_name(table)}{where}{order}"
@@ -190,9 +191,104 @@ def try_condition(db: str, schema: str, table: str, condition: str) -> str:
     return f"SELECT TOP (0) 1 FROM {db}.{quote_name(schema)}.{quote_name(table)} WHERE ({condition})"
 
 
-def key_bounds(db: str, schema: str, table: str, key: str) -> str:
-    return (f"SELECT MIN({quote_name(key)}), MAX({quote_name(key)}), COUNT_BIG(*) "
-            f"FROM {db}.{quote_name(schema)}.{quote_name(table)}")
+# Chunks of a snapshot are keyset ranges over the whole primary key, as Debezium's incremental snapshots read them
+# (AbstractChunkQueryBuilder): boundaries are keys the server found in its own order (ORDER BY the key columns: the
+# collation of a character column, uniqueidentifier's byte groups, dates as dates), each chunk holds the keys after its
+# lower boundary and up to its upper one, and every boundary value is bound as a parameter cast to its column's type.
+def type_declaration(type_name: str, max_length: int, precision: int, scale: int) -> str:
+    """A column's type as CAST takes it, from ``sys.columns`` sizes (``max_length`` in bytes, -1 = MAX)."""
+    kind = type_name.strip().lower()
+    if kind in ("decimal", "numeric"):
+        return f"{kind}({precision}, {scale})"
+    if kind in ("datetime2", "time", "datetimeoffset"):
+        return f"{kind}({scale})"
+    if kind in ("char", "varchar", "binary", "varbinary", "nchar", "nvarchar"):
+        length = max_length // 2 if kind.startswith("n") else max_length
+        return f"{kind}({'max' if max_length == -1 else length})"
+    if kind in ("timestamp", "rowversion"):
+        return "binary(8)"
+    if kind == "sysname":
+        return "nvarchar(128)"
+    if kind == "float":
+        return "real" if 0 < precision <= 24 else "float"
+    return kind
+
+
+def keyset(key: Sequence[str], key_types: Sequence[str], operator: str, prefix: str = "") -> str:
+    """``(k1, k2, ...) > (?, ?, ...)`` (``operator`` ``>``) or ``<= (?, ?, ...)`` in the AND/OR form T-SQL needs (it
+    compares no row values): ``k1 >= ? AND (k1 > ? OR (k1 = ? AND k2 > ?))``, the leading ``k1`` range letting the
+    server seek on the key's first column. Its parameters are ``keyset_parameters`` of the boundary key."""
+    if operator not in (">", "<="):
+        raise ValueError(f"keyset comparison {operator!r}: use '>' or '<='")
+    if len(key_types) != len(key):
+        raise ValueError(f"keyset over {len(key)} key columns needs as many types, not {len(key_types)}")
+    columns = [prefix + quote_name(k) for k in key]
+    bound = [f"CAST(? AS {t})" for t in key_types]
+    if len(key) == 1:
+        return f"{columns[0]} {operator} {bound[0]}"
+    strict = ">" if operator == ">" else "<"
+    terms = []
+    for i in range(len(key)):
+        parts = [f"{columns[j]} = {bound[j]}" for j in range(i)]
+        parts.append(f"{columns[i]} {operator if i == len(key) - 1 else strict} {bound[i]}")
+        terms.append(parts[0] if len(parts) == 1 else f"({' AND '.join(parts)})")
+    return f"({columns[0]} {'>=' if operator == '>' else '<='} {bound[0]} AND ({' OR '.join(terms)}))"
+
+
+def keyset_parameters(values: Sequence[object]) -> list[object]:
+    """The parameters of a ``keyset`` condition on the boundary key ``values``, in their order in the SQL."""
+    if len(values) == 1:
+        return [values[0]]
+    return [values[0], *(values[j] for i in range(len(values)) for j in range(i + 1))]
+
+
+def _key_list(key: Sequence[str], prefix: str = "", descending: bool = False) -> str:
+    return ", ".join(f"{prefix}{quote_name(k)}{' DESC' if descending else ''}" for k in key)
+
+
+def row_count(db: str, schema: str, table: str) -> str:
+    return f"SELECT COUNT_BIG(*) FROM {db}.{quote_name(schema)}.{quote_name(table)}"
+
+
+def key_boundaries(db: str, schema: str, table: str, key: Sequence[str], types: Mapping[str, str] | None = None) -> str:
+    """The first m (the first parameter) of every n-th key of the table (n the second), in key order: the upper
+    boundaries of an initial snapshot's chunks of n rows, numbered by the server in one ordered read of the key."""
+    return (f"SELECT TOP (?) {select_list(key, types, '[numbered].')} FROM (SELECT {_key_list(key)}, ROW_NUMBER() OVER "
+            f"(ORDER BY {_key_list(key)}) AS [__$row] FROM {db}.{quote_name(schema)}.{quote_name(table)}) "
+            f"AS [numbered] WHERE [numbered].[__$row] % ? = 0 ORDER BY [numbered].[__$row]")
+
+
+def last_key(db: str, schema: str, table: str, key: Sequence[str], types: Mapping[str, str] | None = None) -> str:
+    """The table's largest key: where an incremental snapshot of it stops cutting chunks (Debezium's maximum key)."""
+    return (f"SELECT TOP (1) {select_list(key, types)} FROM {db}.{quote_name(schema)}.{quote_name(table)} "
+            f"ORDER BY {_key_list(key, descending=True)}")
+
+
+def next_boundary(db: str, schema: str, table: str, key: Sequence[str], key_types: Sequence[str],
+                  lower_bounded: bool, types: Mapping[str, str] | None = None) -> str:
+    """The last of the next n keys (the first parameter) after a boundary key (when ``lower_bounded``) and up to the
+    snapshot's largest key, with its number among them: an incremental snapshot chunk's upper boundary."""
+    conditions = [keyset(key, key_types, ">")] if lower_bounded else []
+    conditions.append(keyset(key, key_types, "<="))
+    return (f"SELECT TOP (1) {select_list(key, types, '[chunk].')}, [chunk].[__$row] FROM (SELECT TOP (?) "
+            f"{_key_list(key)}, ROW_NUMBER() OVER (ORDER BY {_key_list(key)}) AS [__$row] "
+            f"FROM {db}.{quote_name(schema)}.{quote_name(table)} WHERE {' AND '.join(conditions)} "
+            f"ORDER BY {_key_list(key)}) AS [chunk] ORDER BY [chunk].[__$row] DESC")
+
+
+def keys_within(db: str, schema: str, table: str, key: Sequence[str], key_types: Sequence[str], count: int,
+                lower_bounded: bool, upper_bounded: bool) -> str:
+    """Which of ``count`` keys (each a number and the key's values) lie in a chunk: the server compares them. The
+    keys are a derived table under the table's own (empty) key columns, so they compare in the columns' collations."""
+    if count < 1:
+        raise ValueError("keys_within needs at least one key")
+    values = ", ".join(f"CAST(? AS {t})" for t in key_types)
+    rows = " UNION ALL ".join(f"SELECT ?, {values}" for _ in range(count))
+    conditions = ([keyset(key, key_types, ">", "[v].")] if lower_bounded else []) + (
+        [keyset(key, key_types, "<=", "[v].")] if upper_bounded else [])
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return (f"SELECT [v].[__$i] FROM (SELECT -1 AS [__$i], {_key_list(key)} FROM {db}.{quote_name(schema)}."
+            f"{quote_name(table)} WHERE 1 = 0 UNION ALL {rows}) AS [v]{where}")
 
 
 def check_condition(condition: str) -> str:

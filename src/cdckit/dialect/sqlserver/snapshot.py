@@ -5,17 +5,26 @@ read the max LSN (low watermark), SELECT the chunk's rows, read the max LSN agai
 the chunk's own changes with commit LSN in (low, high] to the rows read. The result is the chunk exactly as of
 its high watermark, whatever committed while it was read, without holding locks longer than the SELECT.
 
+Chunks are keyset ranges over the whole primary key (docs/decisions/0035): the server finds the boundary keys in its
+own order, a chunk holds the keys after its lower boundary and up to its upper one, and whether a changed key lies
+in a chunk is asked of the server too (``keys_inside``), never compared in Python: a character key sorts by its
+column's collation, a uniqueidentifier by SQL Server's byte groups. Boundary keys are kept as text (``key_text``),
+JSON in the snapshot's plan and in the stream's offsets, and bound back in their columns' types (``key_values``).
+
 Streaming starts at the max LSN taken before the first chunk; a change of a key whose chunk's high watermark is
 at or after the change's commit LSN is already in the snapshot and is skipped (``ChunkFilter``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any
 
 from cdckit.dialect.sqlserver import queries
@@ -25,9 +34,25 @@ from cdckit.errors import CdcKitError, SourcePreconditionError, first_line
 from cdckit.events import ChangeEvent
 from cdckit.state import StateStore
 
-_INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 MAX_CHUNKS_PER_TABLE = 1024
 CHUNKS_OPTION = "cdckit.sqlserver.snapshot.chunks"
+# Key column types a keyset cannot cut on: not comparable (spatial, xml, large objects), or read as text that would
+# not compare as the column does (sql_variant). A table with one reads as one chunk, as a table without a key does.
+_UNCHUNKABLE = {"geometry", "geography", "xml", "text", "ntext", "image", "sql_variant"}
+MAX_PARAMETERS = 2000  # SQL Server takes 2100 parameters in a statement
+
+KeyText = tuple[str, ...]  # a key's values as text, in key order (``key_text``)
+
+
+def _bounds(value: Any) -> KeyText | None:
+    """A stored chunk boundary as a key: a list from JSON; an integer from a plan or offset written before chunks
+    were keysets (an inclusive lower or exclusive upper bound on an integer key: as a keyset boundary, the integer
+    before it)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (str(value - 1),)
+    return tuple(str(v) for v in value)
 
 
 @dataclass(frozen=True)
@@ -36,55 +61,170 @@ class Chunk:
     schema: str
     table: str
     index: int
-    lower: int | None  # inclusive key bound (None = unbounded)
-    upper: int | None  # exclusive key bound
+    lower: KeyText | None  # the keys after this boundary key (None = from the first)
+    upper: KeyText | None  # up to and including this one (None = to the last)
     last: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lower", _bounds(self.lower))
+        object.__setattr__(self, "upper", _bounds(self.upper))
 
     @property
     def id(self) -> str:
         return f"{self.database}.{self.schema}.{self.table}#{self.index}"
 
-    def contains(self, key: Any) -> bool:
-        if self.lower is None and self.upper is None:
-            return True
-        if not isinstance(key, int):
-            return False
-        return (self.lower is None or key >= self.lower) and (self.upper is None or key < self.upper)
+
+def chunk_key(instance: CaptureInstance) -> tuple[str, ...] | None:
+    """The key columns chunks are cut on (the whole primary key), or None: the table is read as one chunk (it has
+    no key, or a key column that is nullable or of a type a keyset cannot compare)."""
+    columns = {c.name: c for c in instance.columns}
+    key = instance.key_columns
+    if not key or any(k not in columns or k in instance.dropped_columns for k in key):
+        return None
+    for name in key:
+        column = columns[name]
+        if column.optional or column.type_name.lower() in _UNCHUNKABLE or column.max_length == -1:
+            return None
+    return tuple(key)
 
 
-def chunk_key(instance: CaptureInstance) -> str | None:
-    """The single integer key column chunks are cut on, or None (the table is read as one chunk)."""
-    types = {c.name: c.type_name for c in instance.columns}
-    if len(instance.key_columns) == 1 and types.get(instance.key_columns[0]) in _INTEGER_TYPES:
-        return instance.key_columns[0]
-    return None
+def key_types(instance: CaptureInstance, key: Sequence[str]) -> list[str]:
+    """The key columns' declarations, as the keyset's parameters are cast to."""
+    columns = {c.name: c for c in instance.columns}
+    return [queries.type_declaration(columns[k].type_name, columns[k].max_length, columns[k].precision,
+                                     columns[k].scale) for k in key]
 
 
-def chunk_plan(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> tuple[int, int, int] | None:
-    """How a table splits into chunks of about ``chunk_rows`` rows: ``(low, step, pieces)`` over its integer key
-    (one piece for a table without one), or None for an empty table."""
-    key = chunk_key(instance)
-    if key is None:
-        return 0, 0, 1
-    cursor.execute(queries.key_bounds(queries.quote_name(instance.database), instance.schema, instance.name, key))
-    low, high, count = cursor.fetchone()
-    if low is None:
-        return None  # an empty table: nothing to read (and the snapshot's last row is in another table)
-    span = int(high) - int(low) + 1
-    pieces = max(1, min(MAX_CHUNKS_PER_TABLE, math.ceil(span / chunk_rows), math.ceil(int(count) / chunk_rows) + 1))
-    return int(low), math.ceil(span / pieces), pieces
+def _column_types(instance: CaptureInstance) -> dict[str, str]:
+    return {c.name: c.type_name for c in instance.columns}
 
 
-def chunk_at(instance: CaptureInstance, plan: tuple[int, int, int], index: int) -> Chunk:
-    """Chunk ``index`` of a ``chunk_plan``: the first and the last are open-ended."""
-    low, step, pieces = plan
-    return Chunk(instance.database, instance.schema, instance.name, index,
-                 None if index == 0 else low + index * step, None if index == pieces - 1 else low + (index + 1) * step)
+def key_text(values: Sequence[Any]) -> KeyText:
+    """Key values as pyodbc returns them, as text that survives JSON and binds back to the same value."""
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, float):
+            return repr(value)
+        if isinstance(value, (dt.date, dt.time)):  # datetime too
+            return value.isoformat()
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value).hex()
+        if isinstance(value, uuid.UUID):
+            return str(value).upper()
+        return str(value)  # int, Decimal (exactly), str (character, uniqueidentifier, hierarchyid and other text)
+    return tuple(text(v) for v in values)
+
+
+_INTEGER = {"tinyint", "smallint", "int", "bigint"}
+_DECIMAL = {"decimal", "numeric", "money", "smallmoney"}
+
+
+def key_values(instance: CaptureInstance, key: Sequence[str], texts: Sequence[str]) -> list[Any]:
+    """``key_text`` back as parameters of the key columns' types (each is also cast to its type in the SQL): numbers,
+    dates and binary values as Python's, the rest as text SQL Server converts (uniqueidentifier, time, datetimeoffset,
+    a datetime2 with 100 ns digits)."""
+    columns = {c.name: c for c in instance.columns}
+    values: list[Any] = []
+    for name, text in zip(key, texts, strict=True):
+        kind = columns[name].type_name.lower()
+        if kind in _INTEGER:
+            values.append(int(text))
+        elif kind == "bit":
+            values.append(text in ("1", "True", "true"))
+        elif kind in _DECIMAL:
+            values.append(Decimal(text))
+        elif kind in ("float", "real"):
+            values.append(float(text))
+        elif kind in ("binary", "varbinary", "timestamp", "rowversion"):
+            values.append(bytes.fromhex(text))
+        elif kind == "date" and re.fullmatch(r"\d{4}-\d\d-\d\d", text):
+            values.append(dt.date.fromisoformat(text))
+        elif kind in ("datetime", "datetime2", "smalldatetime") and re.fullmatch(
+                r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d{1,6})?", text):
+            values.append(dt.datetime.fromisoformat(text))
+        else:
+            values.append(text)
+    return values
+
+
+def _bound_parameters(instance: CaptureInstance, key: Sequence[str], lower: KeyText | None,
+                      upper: KeyText | None) -> list[Any]:
+    parameters: list[Any] = []
+    for bound in (lower, upper):
+        if bound is not None:
+            parameters.extend(queries.keyset_parameters(key_values(instance, key, bound)))
+    return parameters
 
 
 def plan_chunks(cursor: Any, instance: CaptureInstance, chunk_rows: int) -> list[Chunk]:
-    plan = chunk_plan(cursor, instance, chunk_rows)
-    return [] if plan is None else [chunk_at(instance, plan, i) for i in range(plan[2])]
+    """How a table splits into chunks of about ``chunk_rows`` rows (at most ``MAX_CHUNKS_PER_TABLE``): the server
+    numbers its keys in key order and returns every n-th, the upper boundaries; the last chunk is open-ended. No
+    chunk for an empty table, one for a table without a key to cut on. The driver holds one key per chunk."""
+    one = Chunk(instance.database, instance.schema, instance.name, 0, None, None)
+    key = chunk_key(instance)
+    if key is None:
+        return [one]
+    db = queries.quote_name(instance.database)
+    cursor.execute(queries.row_count(db, instance.schema, instance.name))
+    count = int(cursor.fetchone()[0] or 0)
+    if count == 0:
+        return []  # an empty table: nothing to read (and the snapshot's last row is in another table)
+    pieces = max(1, min(MAX_CHUNKS_PER_TABLE, math.ceil(count / max(1, chunk_rows))))
+    if pieces == 1:
+        return [one]
+    cursor.execute(queries.key_boundaries(db, instance.schema, instance.name, key, _column_types(instance)),
+                   pieces - 1, math.ceil(count / pieces))
+    edges: list[KeyText | None] = [None, *(key_text(row) for row in cursor.fetchall()), None]
+    return [Chunk(instance.database, instance.schema, instance.name, i, edges[i], edges[i + 1])
+            for i in range(len(edges) - 1)]
+
+
+def last_key(cursor: Any, instance: CaptureInstance) -> KeyText | None:
+    """The table's largest key (None: the table is empty)."""
+    key = chunk_key(instance)
+    assert key is not None
+    cursor.execute(queries.last_key(queries.quote_name(instance.database), instance.schema, instance.name, key,
+                                    _column_types(instance)))
+    row = cursor.fetchone()
+    return None if row is None else key_text(row)
+
+
+def next_boundary(cursor: Any, instance: CaptureInstance, lower: KeyText | None, high: KeyText,
+                  chunk_rows: int) -> KeyText | None:
+    """The upper boundary of the chunk of ``chunk_rows`` keys after ``lower`` and up to ``high``; None when fewer keys
+    are left (the chunk after ``lower`` is the table's last)."""
+    key = chunk_key(instance)
+    assert key is not None
+    cursor.execute(queries.next_boundary(queries.quote_name(instance.database), instance.schema, instance.name, key,
+                                         key_types(instance, key), lower is not None, _column_types(instance)),
+                   chunk_rows, *_bound_parameters(instance, key, lower, high))
+    row = cursor.fetchone()
+    if row is None or int(row[-1]) < chunk_rows:
+        return None
+    return key_text(row[:-1])
+
+
+def keys_inside(cursor: Any, instance: CaptureInstance, lower: KeyText | None, upper: KeyText | None,
+                keys: Sequence[Sequence[Any]]) -> set[int]:
+    """The positions in ``keys`` (key values as read) of those in the chunk ``(lower, upper]``, as the server compares
+    them (``queries.keys_within``), in as many statements as SQL Server's parameter limit needs."""
+    key = chunk_key(instance)
+    if key is None or (lower is None and upper is None):
+        return set(range(len(keys)))
+    bounds = _bound_parameters(instance, key, lower, upper)
+    per = max(1, (MAX_PARAMETERS - len(bounds)) // (len(key) + 1))
+    db = queries.quote_name(instance.database)
+    types = key_types(instance, key)
+    inside: set[int] = set()
+    for start in range(0, len(keys), per):
+        part = keys[start:start + per]
+        parameters = [value for n, values in enumerate(part, start)
+                      for value in (n, *key_values(instance, key, key_text(values)))]
+        cursor.execute(queries.keys_within(db, instance.schema, instance.name, key, types, len(part),
+                                           lower is not None, upper is not None), *parameters, *bounds)
+        inside.update(int(row[0]) for row in cursor.fetchall())
+    return inside
 
 
 def _key_of(instance: CaptureInstance, row: Mapping[str, object] | None) -> tuple[object, ...]:
@@ -113,12 +253,12 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
         conn.autocommit = False
         cursor.execute(queries.lock_table(db, instance.schema, instance.name))
     key = chunk_key(instance)
+    lower, upper = (chunk.lower, chunk.upper) if key is not None else (None, None)
     names = [c.name for c in instance.columns if c.name not in instance.dropped_columns]
-    cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, [key] if key else
-                                       list(instance.key_columns), chunk.lower is not None and key is not None,
-                                       chunk.upper is not None and key is not None, condition,
-                                       {c.name: c.type_name for c in instance.columns}),
-                   *[bound for bound in (chunk.lower, chunk.upper) if bound is not None and key is not None])
+    cursor.execute(queries.select_rows(db, instance.schema, instance.name, names, list(key or instance.key_columns),
+                                       lower is not None, upper is not None, condition, _column_types(instance),
+                                       key_types(instance, key) if key else ()),
+                   *(_bound_parameters(instance, key, lower, upper) if key else ()))
     rows: dict[tuple[object, ...], dict[str, object]] = {}
     while batch := cursor.fetchmany(fetch_size):
         for values in batch:
@@ -130,16 +270,18 @@ def read_chunk(conn: Any, instance: CaptureInstance, chunk: Chunk, isolation: st
     high = require_max_lsn(cursor, instance.database) or low
     if high > low:
         first = check_readable(cursor, instance, low)
-        for event in fold_changes(instance, read_changes(cursor, instance, first, high)):
-            _apply(instance, chunk, key, rows, event)
+        events = list(fold_changes(instance, read_changes(cursor, instance, first, high)))
+        images = [(event, event.after if event.op in ("c", "u") else event.before) for event in events]
+        changed = [(event, image) for event, image in images if image is not None]
+        inside = keys_inside(cursor, instance, lower, upper,
+                             [tuple(image.get(k) for k in key) for _, image in changed]) if key else None
+        for n, (event, _image) in enumerate(changed):
+            if inside is None or n in inside:
+                _apply(instance, rows, event)
     return list(rows.values()), low, high
 
 
-def _apply(instance: CaptureInstance, chunk: Chunk, key: str | None, rows: dict[tuple[object, ...],
-           dict[str, object]], event: ChangeEvent) -> None:
-    image = event.after if event.op in ("c", "u") else event.before
-    if image is None or (key is not None and not chunk.contains(image.get(key))):
-        return
+def _apply(instance: CaptureInstance, rows: dict[tuple[object, ...], dict[str, object]], event: ChangeEvent) -> None:
     if event.op == "d":
         rows.pop(_key_of(instance, event.before), None)
     else:
@@ -196,15 +338,21 @@ class ChunkWatermark:
     database: str
     schema: str
     table: str
-    lower: int | None
-    upper: int | None
+    lower: KeyText | None
+    upper: KeyText | None
     high: int
     chunk: str = ""
     reconciled: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lower", _bounds(self.lower))
+        object.__setattr__(self, "upper", _bounds(self.upper))
+
 
 class ChunkFilter:
-    """Drops streamed changes a snapshot chunk already reflects."""
+    """Drops streamed changes a snapshot chunk already reflects: a change committed at or before the high watermark
+    of a chunk holding its key. Which chunk holds a key the server says (``keys_inside``), for the changes committed
+    while the chunks were read (before the last high watermark of their table), a block of changes at a time."""
 
     def __init__(self, watermarks: Sequence[ChunkWatermark]) -> None:
         self.by_table: dict[tuple[str, str, str], list[ChunkWatermark]] = {}
@@ -224,18 +372,31 @@ class ChunkFilter:
         marks = [mark for group in self.by_table.values() for mark in group]
         return ChunkFilter([*marks, *watermarks])
 
-    def already_snapshotted(self, event: ChangeEvent, instance: CaptureInstance) -> bool:
-        marks = self.by_table.get((instance.database, instance.schema, instance.name))
-        if not marks:
-            return False
-        key = chunk_key(instance)
-        image = event.before if event.op == "d" else event.after
-        value = (image or {}).get(key) if key else None
-        for mark in marks:
-            chunk = Chunk(mark.database, mark.schema, mark.table, 0, mark.lower, mark.upper)
-            if (key is None or chunk.contains(value)) and event.position.commit_lsn <= mark.high:
-                return True
-        return False
+    def already_snapshotted(self, block: Sequence[tuple[ChangeEvent, CaptureInstance]],
+                            cursor: Callable[[], Any]) -> list[bool]:
+        """For each change of ``block``, whether a chunk already holds it; ``cursor`` opens a cursor for the server's
+        answers (called only when a key must be placed in a chunk)."""
+        skipped = [False] * len(block)
+        asks: dict[int, tuple[CaptureInstance, ChunkWatermark, list[tuple[int, tuple[object, ...]]]]] = {}
+        for n, (event, instance) in enumerate(block):
+            marks = self.by_table.get((instance.database, instance.schema, instance.name))
+            candidates = [m for m in marks or () if event.position.commit_lsn <= m.high]
+            if not candidates:
+                continue
+            key = chunk_key(instance)
+            if key is None or any(m.lower is None and m.upper is None for m in candidates):
+                skipped[n] = True
+                continue
+            image = (event.before if event.op == "d" else event.after) or {}
+            for mark in candidates:
+                asks.setdefault(id(mark), (instance, mark, []))[2].append((n, tuple(image.get(k) for k in key)))
+        for instance, mark, wanted in asks.values():
+            wanted = [(n, values) for n, values in wanted if not skipped[n]]
+            if not wanted:
+                continue
+            for position in keys_inside(cursor(), instance, mark.lower, mark.upper, [v for _, v in wanted]):
+                skipped[wanted[position][0]] = True
+        return skipped
 
 
 INCREMENTAL_WATERMARKS_FILE = "snapshot/incremental-watermarks.json"

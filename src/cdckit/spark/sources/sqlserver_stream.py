@@ -44,8 +44,9 @@ from cdckit.dialect.sqlserver.snapshot import (
     Chunk,
     ChunkFilter,
     ChunkWatermark,
-    chunk_at,
-    chunk_plan,
+    chunk_key,
+    last_key,
+    next_boundary,
     plan_chunks,
     read_incremental_watermarks,
     signal_instance,
@@ -310,7 +311,7 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                     continue
                 partitions.append(IncrementalChunkPartition(found, Chunk(
                     database, chunk["schema"], chunk["table"], int(chunk["index"]), chunk["lower"], chunk["upper"]),
-                    chunk.get("condition")))
+                    chunk.get("condition")))  # a chunk of an offset before keysets: integer bounds, made keys
         if partitions and self.heartbeat_ms > 0 and (time.monotonic() - self._last_heartbeat) * 1000 \
                 >= self.heartbeat_ms:
             self._last_heartbeat = time.monotonic()
@@ -375,7 +376,8 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             builders.append(records)
         skip = ChunkFilter.from_options(options).extended(
             [ChunkWatermark(**mark) for mark in json.loads(partition.watermarks)])
-        with closing(connect(options, partition.database)) as conn:
+        lookup = _LazyConnection(options, partition.database)  # the chunk filter's questions, beside the streams
+        with closing(connect(options, partition.database)) as conn, closing(lookup):
             streams = []
             offset_minutes = server_utc_offset_minutes(conn.cursor())
             for instance in partition.instances:
@@ -387,8 +389,9 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
                     continue
                 streams.append(fold_changes(instance, read_changes(cursor, instance, first, partition.end),
                                             offset_minutes))
-            events = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
+            merged = heapq.merge(*streams, key=lambda e: e.position.as_tuple()) if len(streams) > 1 else (
                 streams[0] if streams else iter(()))
+            events = _not_snapshotted(merged, skip, by_table, lambda: lookup.cursor())
             for instance in partition.instances:
                 if instance.previous is not None and partition.start < instance.start_lsn <= partition.end \
                         and option_bool(options, "include.schema.changes", True):
@@ -396,8 +399,6 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
             previous_commit: int | None = None
             previous_ts = 0
             for event in events:
-                if skip.already_snapshotted(event, by_table[(event.schema, event.table)]):
-                    continue
                 if previous_commit is not None and event.position.commit_lsn != previous_commit:
                     yield from records.rows(_transaction_end(previous_commit, previous_ts))
                 previous_commit, previous_ts = event.position.commit_lsn, event.source_ts_ms
@@ -418,9 +419,11 @@ def _signals(cursor: Any, signal: CaptureInstance, start: int, end: int) -> list
 
 def _next_chunks(cursor: Any, progress: Progress, instances: list[CaptureInstance], chunk_rows: int,
                  wanted: int) -> tuple[list[dict[str, Any]], Progress]:
-    """Up to ``wanted`` next chunks of the incremental snapshot, and the progress after them. A table's chunk plan
-    (``chunk_plan``: low, step, pieces) is made when its snapshot begins and kept in ``progress.high``; the next
-    chunk's index is ``progress.last``."""
+    """Up to ``wanted`` next chunks of the incremental snapshot, and the progress after them. When a table's snapshot
+    begins, its largest key is kept in ``progress.high`` (an empty key for a table read as one chunk); each chunk is
+    the next ``chunk_rows`` keys after ``progress.last`` (its upper boundary, found by the server, is the next
+    chunk's lower one), the last one open-ended. Keys are ``key_text``: JSON in the offsets, the same after a
+    restart. A chunk's id is ``progress.chunks``."""
     from dataclasses import replace
 
     chunks: list[dict[str, Any]] = []
@@ -431,28 +434,38 @@ def _next_chunks(cursor: Any, progress: Progress, instances: list[CaptureInstanc
         request = progress.current
         assert request is not None
         instance = next((i for i in instances if (i.schema, i.name) == (request.schema, request.table)), None)
-        plan = tuple(int(v) for v in progress.high) if progress.high is not None else None
-        if instance is not None and plan is None and not _condition_runs(cursor, instance, request):
+        key = chunk_key(instance) if instance is not None else None
+        high, lower = progress.high, progress.last
+        if instance is not None and high is not None and key is not None and len(key) == 1 and len(high) == 3:
+            high, lower = _from_integer_plan(high, lower)  # an offset written when chunks were integer ranges
+        if instance is not None and high is None and not _condition_runs(cursor, instance, request):
             progress = replace(progress, current=None, last=None, high=None)
             continue
-        if instance is not None and plan is None:
-            plan = chunk_plan(cursor, instance, chunk_rows)
-        if instance is None or plan is None:
+        if instance is not None and high is None:
+            high = () if key is None else last_key(cursor, instance)
+        if instance is None or high is None:
             if instance is None:
                 log.error("incremental snapshot of %s skipped: it has no capture instance", request.qualified_name)
-            progress = replace(progress, current=None, last=None, high=None)
+            progress = replace(progress, current=None, last=None, high=None)  # or an empty table: nothing to read
             continue
-        assert len(plan) == 3
-        index = int(progress.last[0]) if progress.last else 0
-        chunk = chunk_at(instance, (plan[0], plan[1], plan[2]), index)
-        chunks.append({"schema": chunk.schema, "table": chunk.table, "index": chunk.index, "lower": chunk.lower,
-                       "upper": chunk.upper, "condition": request.condition})
-        if index + 1 >= plan[2]:
+        upper = next_boundary(cursor, instance, lower, high, chunk_rows) if key is not None else None
+        chunks.append({"schema": request.schema, "table": request.table, "index": progress.chunks,
+                       "lower": list(lower) if lower is not None else None,
+                       "upper": list(upper) if upper is not None else None, "condition": request.condition})
+        if upper is None:
             progress = replace(progress, current=None, last=None, high=None, chunks=progress.chunks + 1)
         else:
-            progress = replace(progress, last=(str(index + 1),), high=tuple(str(v) for v in plan),
-                               chunks=progress.chunks + 1)
+            progress = replace(progress, last=upper, high=high, chunks=progress.chunks + 1)
     return chunks, progress
+
+
+def _from_integer_plan(plan: tuple[str, ...], last: tuple[str, ...] | None) -> tuple[tuple[str, ...],
+                                                                                      tuple[str, ...] | None]:
+    """(largest key, lower boundary) of a table's snapshot planned as integer ranges ``(low, step, pieces)`` with
+    ``last`` the next chunk's index: the chunk goes on from its range's first integer."""
+    low, step, pieces = (int(v) for v in plan)
+    index = int(last[0]) if last else 0
+    return (str(low + pieces * step - 1),), (str(low + index * step - 1),) if index else None
 
 
 def _condition_runs(cursor: Any, instance: CaptureInstance, request: Any) -> bool:
@@ -475,6 +488,43 @@ def _condition_runs(cursor: Any, instance: CaptureInstance, request: Any) -> boo
                   request.qualified_name, request.condition, first_line(error))
         return False
     return True
+
+
+class _LazyConnection:
+    """A connection opened at the first ``cursor()``: the chunk filter asks the server only about changes committed
+    while a snapshot's chunks were read."""
+
+    def __init__(self, options: dict[str, str], database: str) -> None:
+        self.options, self.database = options, database
+        self.conn: Any = None
+
+    def cursor(self) -> Any:
+        if self.conn is None:
+            self.conn = connect(self.options, self.database)
+        return self.conn.cursor()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _not_snapshotted(events: Iterator[ChangeEvent], skip: ChunkFilter,
+                     by_table: dict[tuple[str, str], CaptureInstance], cursor: Any,
+                     block: int = 512) -> Iterator[ChangeEvent]:
+    """``events`` without those a snapshot chunk already holds (``ChunkFilter``), decided a block at a time."""
+    pending: list[ChangeEvent] = []
+    for event in _with_end(events):
+        if event is not None:
+            pending.append(event)
+        if pending and (event is None or len(pending) >= block):
+            flags = skip.already_snapshotted([(e, by_table[(e.schema, e.table)]) for e in pending], cursor)
+            yield from (e for e, skipped in zip(pending, flags, strict=True) if not skipped)
+            pending = []
+
+
+def _with_end(events: Iterator[ChangeEvent]) -> Iterator[ChangeEvent | None]:
+    yield from events
+    yield None
 
 
 def _transaction_end(commit_lsn: int, ts_ms: int) -> ChangeEvent:
