@@ -554,7 +554,7 @@ def test_a_table_of_these_types_is_snapshotted_and_streamed_with_exact_values(tm
     table_format = TableFormat(instance, format_settings(options))
     snapshot, _low, _high = read_chunk(conn, instance, Chunk("testDB", "dbo", "shapes", 0, None, None),
                                        "repeatable_read")
-    expected = {
+    expected: dict[str, Any] = {
         "id": 1,
         "shape": {"wkb": base64.b64encode(struct.pack("<BIII8d", 1, 3, 1, 4, 0, 0, 2, 0, 2, 2, 0, 0)).decode(),
                   "srid": 0},
@@ -587,3 +587,26 @@ def test_a_table_of_these_types_is_snapshotted_and_streamed_with_exact_values(tm
                                                           "at": update["at"], "version": update["version"]}
     assert events[0].source_ts_ms > 0  # the commit time, read from the connection's text of a datetime
     conn.close()
+
+
+def test_the_lake_sinks_change_rows_take_geometry_structs_and_nano_values() -> None:
+    """The Delta and Iceberg sinks' typed rows (spark/change_rows) from these fields: the struct as a struct of
+    binary and int32, NanoTimestamp as a timestamp in microseconds (the 100 ns digit cut there, as documented),
+    NanoTime as its int64."""
+    import pyarrow as pa
+
+    from cdckit.spark.change_rows import arrow_type, value_converter
+
+    shape = mapped("geography")
+    point = {"wkb": base64.b64encode(POINT_WKB).decode(), "srid": 4326}
+    assert arrow_type(shape.schema) == pa.struct([pa.field("wkb", pa.binary()), pa.field("srid", pa.int32())])
+    converted = value_converter(shape.schema)(shape.convert((4326).to_bytes(4, "big") + POINT_WKB))
+    assert converted == value_converter(shape.schema)(point) == {"wkb": POINT_WKB, "srid": 4326}
+    assert pa.array([converted], type=arrow_type(shape.schema)).to_pylist() == [converted]
+    at = mapped("datetime2", scale=7)
+    micros = value_converter(at.schema)(at.convert("2024-01-02 03:04:05.1234567"))
+    assert arrow_type(at.schema) == pa.timestamp("us")
+    assert pa.array([micros], type=pa.timestamp("us")).to_pylist() == [datetime(2024, 1, 2, 3, 4, 5, 123456)]
+    clock = mapped("time", scale=7)
+    assert arrow_type(clock.schema) == pa.int64()
+    assert value_converter(clock.schema)(clock.convert("23:59:59.9999999")) == 86_399_999_999_900
