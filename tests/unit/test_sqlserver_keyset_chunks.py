@@ -210,3 +210,33 @@ def test_an_incremental_snapshot_cuts_keyset_chunks_that_survive_a_restart(conn:
             DB, instance.schema, instance.name, list(instance.key_columns), list(instance.key_columns), False,
             False)).fetchall()]
         assert read[instance.name] == everything
+
+
+def test_datetime_and_100_ns_datetime2_keys_read_as_text_bind_back_exactly(model: SqlServerModel) -> None:
+    """cdckit's connection reads datetime and datetime2 as SQL Server's text (seven digits); a boundary of a datetime
+    goes back as a datetime (a CAST of that text to datetime would fail), one of a datetime2(7) as its text."""
+    from contextlib import closing
+
+    from cdckit.dialect.sqlserver.connection import connect
+
+    model.create_table("testDB", "dbo", "moments", [ModelColumn("at", "datetime2", precision=27, scale=7),
+                                                     ModelColumn("logged", "datetime"), ModelColumn("n", "int")],
+                       ["at", "logged"])
+    model.enable_table("testDB", "dbo", "moments")
+    base = dt.datetime(2024, 5, 1, 12, 0, 0)
+    with model.transaction("testDB") as tx:
+        for n in range(10):
+            tx.insert("dbo", "moments", {"at": f"2024-05-01 12:00:00.{n:06d}5",
+                                         "logged": base + dt.timedelta(milliseconds=3 * n), "n": n})
+    options = {"connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
+               "database.hostname": "sqlserver.test", "database.names": "testDB", "topic.prefix": "server1",
+               "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
+               "cdckit.sqlserver.model.path": str(model.path)}
+    with closing(connect(options, "testDB")) as conn:
+        moments = next(i for i in capture_instances(conn.cursor(), "testDB", options) if i.name == "moments")
+        plan = plan_chunks(conn.cursor(), moments, 3)
+        assert len(plan) == 4 and plan[1].lower is not None
+        assert key_values(moments, moments.key_columns, plan[1].lower)[0] == plan[1].lower[0]  # 100 ns: as text
+        assert isinstance(key_values(moments, moments.key_columns, plan[1].lower)[1], dt.datetime)
+        read = [row["n"] for chunk in plan for row in read_chunk(conn, moments, chunk, "repeatable_read")[0]]
+    assert read == list(range(10))

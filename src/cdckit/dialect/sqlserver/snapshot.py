@@ -116,6 +116,7 @@ def key_text(values: Sequence[Any]) -> KeyText:
     return tuple(text(v) for v in values)
 
 
+_MOMENT = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?")  # as read, or as timestamp_text
 _INTEGER = {"tinyint", "smallint", "int", "bigint"}
 _DECIMAL = {"decimal", "numeric", "money", "smallmoney"}
 
@@ -140,9 +141,12 @@ def key_values(instance: CaptureInstance, key: Sequence[str], texts: Sequence[st
             values.append(bytes.fromhex(text))
         elif kind == "date" and re.fullmatch(r"\d{4}-\d\d-\d\d", text):
             values.append(dt.date.fromisoformat(text))
-        elif kind in ("datetime", "datetime2", "smalldatetime") and re.fullmatch(
-                r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d{1,6})?", text):
-            values.append(dt.datetime.fromisoformat(text))
+        elif kind in ("datetime", "datetime2", "smalldatetime") and (moment := _MOMENT.fullmatch(text)):
+            fraction = moment[3] or ""
+            if kind == "datetime2" and len(fraction.rstrip("0")) > 6:
+                values.append(text)  # 100 ns: CAST from its text keeps the seventh digit
+            else:  # CAST of text to datetime takes three digits at most; a datetime parameter any
+                values.append(dt.datetime.fromisoformat(f"{moment[1]}T{moment[2]}.{fraction[:6].ljust(6, '0')}"))
         else:
             values.append(text)
     return values
@@ -217,10 +221,10 @@ def keys_inside(cursor: Any, instance: CaptureInstance, lower: KeyText | None, u
     db = queries.quote_name(instance.database)
     types = key_types(instance, key)
     inside: set[int] = set()
-    for start in range(0, len(keys), per):
-        part = keys[start:start + per]
-        parameters = [value for n, values in enumerate(part, start)
-                      for value in (n, *key_values(instance, key, key_text(values)))]
+    known = [(n, values) for n, values in enumerate(keys) if all(v is not None for v in values)]  # NULL: in none
+    for start in range(0, len(known), per):
+        part = known[start:start + per]
+        parameters = [value for n, values in part for value in (n, *key_values(instance, key, key_text(values)))]
         cursor.execute(queries.keys_within(db, instance.schema, instance.name, key, types, len(part),
                                            lower is not None, upper is not None), *parameters, *bounds)
         inside.update(int(row[0]) for row in cursor.fetchall())
