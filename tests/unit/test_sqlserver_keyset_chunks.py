@@ -240,3 +240,14 @@ def test_datetime_and_100_ns_datetime2_keys_read_as_text_bind_back_exactly(model
         assert isinstance(key_values(moments, moments.key_columns, plan[1].lower)[1], dt.datetime)
         read = [row["n"] for chunk in plan for row in read_chunk(conn, moments, chunk, "repeatable_read")[0]]
     assert read == list(range(10))
+
+
+def test_tables_without_a_key_to_cut_on_are_read_as_one_chunk(model: SqlServerModel, conn: ssm.Connection) -> None:
+    model.create_table("testDB", "dbo", "nodes", [ModelColumn("node", "hierarchyid"), ModelColumn("n", "int")],
+                       ["node"])
+    model.create_table("testDB", "dbo", "heap", [ModelColumn("n", "int")], [])
+    for table in ("nodes", "heap"):
+        model.enable_table("testDB", "dbo", table)
+        instance = instance_of(conn, table)
+        assert chunk_key(instance) is None
+        assert plan_chunks(conn.cursor(), instance, 1) == [Chunk("testDB", "dbo", table, 0, None, None)]

@@ -38,7 +38,9 @@ MAX_CHUNKS_PER_TABLE = 1024
 CHUNKS_OPTION = "cdckit.sqlserver.snapshot.chunks"
 # Key column types a keyset cannot cut on: not comparable (spatial, xml, large objects), or read as text that would
 # not compare as the column does (sql_variant). A table with one reads as one chunk, as a table without a key does.
-_UNCHUNKABLE = {"geometry", "geography", "xml", "text", "ntext", "image", "sql_variant"}
+# hierarchyid compares (depth first) and its text casts back, but its keysets are not in the model of SQL Server
+# that tests them: one chunk too, for now.
+_UNCHUNKABLE = {"geometry", "geography", "xml", "text", "ntext", "image", "sql_variant", "hierarchyid"}
 MAX_PARAMETERS = 2000  # SQL Server takes 2100 parameters in a statement
 
 KeyText = tuple[str, ...]  # a key's values as text, in key order (``key_text``)
