@@ -57,9 +57,22 @@ class Scope:
         raise invalid_column(name)
 
 
+_STATIC_METHOD = re.compile(r"\b(geography|geometry|hierarchyid)\s*::\s*(\w+)\s*\(", re.IGNORECASE)
+
+
+def _static_methods(text: str) -> str:
+    """``geography::Point(...)`` as a call sqlglot reads (``geography__Point(...)``)."""
+    return _STATIC_METHOD.sub(lambda m: f"{m[1]}__{m[2]}(", text)
+
+
+def parse_statement(text: str) -> exp.Expression:
+    """One DML statement, its static type methods (``geography::Point``) readable."""
+    return sqlglot.parse_one(_static_methods(text), read="tsql")
+
+
 def parse_expression(text: str) -> exp.Expression:
     """One scalar expression or condition in T-SQL."""
-    select = sqlglot.parse_one(f"SELECT {text}", read="tsql")
+    select = sqlglot.parse_one(f"SELECT {_static_methods(text)}", read="tsql")
     expressions = select.expressions
     if len(expressions) != 1:
         raise UnsupportedConstruct(f"expression {text!r}")
@@ -68,7 +81,7 @@ def parse_expression(text: str) -> exp.Expression:
 
 
 def parse_condition(text: str) -> exp.Expression:
-    where = sqlglot.parse_one(f"SELECT 1 WHERE {text}", read="tsql").args["where"]
+    where = sqlglot.parse_one(f"SELECT 1 WHERE {_static_methods(text)}", read="tsql").args["where"]
     node: exp.Expression = where.this
     return node
 
@@ -398,6 +411,12 @@ def _named_function(node: exp.Expression, scope: Scope) -> Any:
         schema, call = node.this, node.expression
         if not isinstance(call, exp.Anonymous):
             raise UnsupportedConstruct(f"expression {node.sql('tsql')}")
+        if call.name.casefold() in ("getlevel", "tostring") and any(
+                schema.name.casefold() == key.casefold() for key in scope.row):
+            path = scope.column(schema.name)  # a hierarchyid column: the model keeps its path text
+            if path is None:
+                return None
+            return str(path).count("/") - 1 if call.name.casefold() == "getlevel" else str(path)
         name = f"{schema.name}.{call.name}".casefold()
     else:
         call, name = node, node.name.casefold()
@@ -410,6 +429,18 @@ def _named_function(node: exp.Expression, scope: Scope) -> Any:
         if isinstance(item, bytes):
             return len(item)
         return len(_text(item)) * (2 if _national(call.expressions[0], scope) else 1)
+    if builtin in ("GEOGRAPHY__POINT", "GEOMETRY__POINT"):  # Point(latitude, longitude, srid) for geography
+        first, second, srid = arguments
+        x, y = (second, first) if builtin.startswith("GEOGRAPHY") else (first, second)
+        return None if None in arguments else (f"POINT({float(x)!r} {float(y)!r})", int(srid))
+    if builtin in ("GEOGRAPHY__STGEOMFROMTEXT", "GEOMETRY__STGEOMFROMTEXT", "GEOGRAPHY__STPOINTFROMTEXT",
+                   "GEOMETRY__STPOINTFROMTEXT", "GEOGRAPHY__STLINEFROMTEXT", "GEOMETRY__STLINEFROMTEXT",
+                   "GEOGRAPHY__STPOLYFROMTEXT", "GEOMETRY__STPOLYFROMTEXT"):
+        text, srid = arguments
+        return None if text is None or srid is None else (str(text), int(srid))
+    if builtin == "HIERARCHYID__PARSE":
+        (text,) = arguments
+        return text
     if builtin in ("LTRIM", "RTRIM"):
         (text,) = arguments
         return None if text is None else (text.lstrip(" ") if builtin == "LTRIM" else text.rstrip(" "))

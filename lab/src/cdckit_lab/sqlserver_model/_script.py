@@ -18,6 +18,7 @@ statement and the construct.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,8 +35,18 @@ from ._admin import SqlServerModel
 from ._computed import add_computed, add_function, computed_names, ensure_tables, functions
 from ._dml import ModelTransaction
 from ._errors import Error, ProgrammingError, server_error
-from ._expressions import Scope, UnsupportedConstruct, check, parse_condition, parse_expression, truth, value
+from ._expressions import (
+    Scope,
+    UnsupportedConstruct,
+    check,
+    parse_condition,
+    parse_expression,
+    parse_statement,
+    truth,
+    value,
+)
 from ._script_ddl import create_function, create_table, create_type, object_name, parenthesised, split_items
+from ._statements import PRODUCT_VERSION
 from ._tsql import Block, If, Node, ScriptSyntaxError, Statement, TryCatch, batches, parse_batch
 from ._types import ModelColumn
 
@@ -467,7 +478,7 @@ class ScriptRunner:
         return (parts[-2] if len(parts) > 1 else "dbo"), parts[-1]
 
     def _dml(self, statement: Statement, head: str) -> None:
-        tree = sqlglot.parse_one(statement.text, read="tsql")
+        tree = parse_statement(statement.text)
         table = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
         if not isinstance(table, exp.Table) or any(tree.args.get(k) for k in ("with", "with_", "returning")):
             raise UnsupportedConstruct(f"{head} of this form")
@@ -663,11 +674,17 @@ class _Catalog:
                 return "[" + str(text).replace("]", "]]") + "]"
             return str(quote) + str(text).replace(str(quote), str(quote) * 2) + str(quote)
 
+        def serverproperty(name: Any) -> Any:
+            properties = {"productversion": PRODUCT_VERSION, "edition": "Developer Edition (64-bit)",
+                          "resourcelastupdatedatetime": dt.datetime(2022, 10, 8, 6, 31, 33)}
+            return properties.get(str(name).casefold())
+
         caught = self.caught
         return {
             "db_id": db_id, "db_name": lambda *_: self.database, "object_id": self._object_id,
             "schema_id": schema_id, "quotename": quotename, "is_srvrolemember": lambda *_: 1,
-            "is_member": lambda *_: 1, "error_number": lambda: None if caught is None else caught.number,
+            "is_member": lambda *_: 1, "serverproperty": serverproperty,
+            "error_number": lambda: None if caught is None else caught.number,
             "error_message": lambda: None if caught is None else _server_message(caught),
         }
 

@@ -111,7 +111,7 @@ def create_table(statement: Statement, aliases: Mapping[str, ModelColumn],
     definition = TableDefinition(parts[-2] if len(parts) > 1 else "dbo", parts[-1])
     body, at = parenthesised(items, at)
     if at < len(items):
-        definition.not_modelled.append(f"table options ({' '.join(t.text for t in items[at:])})")
+        definition.not_modelled.append("table storage options (ON filegroup, TEXTIMAGE_ON, WITH)")
     computed_nodes: dict[str, exp.Expression] = {}
     for item in split_items(body):
         words = [t.upper for t in item]
@@ -211,6 +211,13 @@ def inferred_type(node: exp.Expression, columns: Mapping[str, ModelColumn],
         if node.is_string:
             return column_for("varchar", [str(max(len(node.this), 1))])
         return column_for("decimal", ["38", "6"]) if "." in node.this else column_for("int", [])
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous) and node.this.name.casefold() in \
+            columns and columns[node.this.name.casefold()].type_name == "hierarchyid":
+        method = node.expression.name.casefold()
+        if method == "getlevel":
+            return column_for("smallint", [])
+        if method == "tostring":
+            return column_for("nvarchar", ["4000"])
     if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
         found = function_type(f"{node.this.name}.{node.expression.name}")
         if found is None:

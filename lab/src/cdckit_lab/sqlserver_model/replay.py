@@ -17,8 +17,9 @@ carry NULL where the snapshot read the value, as Debezium's do (docs/decisions).
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from ._computed import computed_names
 from ._script import ScriptError, ScriptRunner, edit_variables
 
 UNAVAILABLE = "__debezium_unavailable_value"
+# the placeholder in a bytes column: its UTF-8 bytes, base64 in JSON (Debezium's unavailable.value.placeholder)
+UNAVAILABLE_VALUES = {UNAVAILABLE, base64.b64encode(UNAVAILABLE.encode()).decode()}
 SCRIPTS = Path(__file__).resolve().parents[4] / "sql" / "sqlserver"
 
 
@@ -110,7 +113,7 @@ def replayed(output: Path, topic: str) -> dict[tuple[Any, ...], dict[str, Any]]:
         after = dict(event["after"])
         previous = state.get(key, {})
         for column, found in after.items():
-            if found == UNAVAILABLE:
+            if isinstance(found, str) and found in UNAVAILABLE_VALUES:
                 after[column] = previous.get(column)
         state[key] = after
     return state
@@ -141,7 +144,10 @@ def run(schema_scripts: Sequence[Path], changes_script: Path, work: Path, *, dat
         spark = get_spark({"spark.sql.shuffle.partitions": "2"})
     report = ReplayReport(tables=[f"{s}.{t}" for s, t in tables])
     config = _config(model, database, work, "out")
-    report.rows_snapshotted = run_snapshot(spark, config).rows
+    snapshot = run_snapshot(spark, config)
+    report.rows_snapshotted = snapshot.rows
+    report.differences += [f"{t}: not in cdckit's snapshot" for t in sorted(set(report.tables) - {
+        ".".join(name.split(".")[-2:]) for name in snapshot.tables})]
     applied = runner.report.rows_changed
     runner.run_file(changes_script)
     report.changes_applied = runner.report.rows_changed - applied
@@ -156,30 +162,41 @@ def _compare(model: SqlServerModel, database: str, tables: Sequence[tuple[str, s
              report: ReplayReport) -> None:
     conn = store.open_sqlite(model.path)
     try:
-        computed = {(s, t): computed_names(conn, database, store.table_info(conn, database, s, t).object_id)
-                    for s, t in tables}
+        computed = {}
+        for schema, table in tables:
+            info = store.table_info(conn, database, schema, table)
+            folded = computed_names(conn, database, info.object_id)
+            computed[(schema, table)] = [c.name for _, c in info.columns if c.name.casefold() in folded]
     finally:
         conn.close()
-    for schema, table in tables:
-        topic = f"replay.{database}.{schema}.{table}"
-        skipped = computed[(schema, table)]
-        report.computed_columns += [f"{schema}.{table}.{c}" for c in sorted(skipped)]
+    report.computed_columns = [f"{s}.{t}.{c}" for (s, t), names in computed.items() for c in names]
+    report.differences += differences(work / "out", work / "final", f"replay.{database}", computed)
+
+
+def differences(streamed_output: Path, final_output: Path, prefix: str,
+                computed: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:
+    """Per table (``(schema, table)`` -> its computed columns, left out), what the replay of ``streamed_output``
+    has that the snapshot in ``final_output`` has not, and the reverse (``prefix``: ``<topic.prefix>.<db>``)."""
+    found = []
+    for (schema, table), skipped_names in computed.items():
+        topic = f"{prefix}.{schema}.{table}"
+        skipped = {c.casefold() for c in skipped_names}
 
         def kept(row: dict[str, Any], skipped: set[str] = skipped) -> dict[str, Any]:
             return {k: v for k, v in row.items() if k.casefold() not in skipped}
 
-        streamed = {k: kept(v) for k, v in replayed(work / "out", topic).items()}
-        final = {k: kept(v) for k, v in replayed(work / "final", topic).items()}
+        streamed = {k: kept(v) for k, v in replayed(streamed_output, topic).items()}
+        final = {k: kept(v) for k, v in replayed(final_output, topic).items()}
         for key in sorted(set(streamed) | set(final), key=repr):
             if key not in final:
-                report.differences.append(f"{schema}.{table} {key}: replayed, but not in the table")
+                found.append(f"{schema}.{table} {key}: replayed, but not in the table")
             elif key not in streamed:
-                report.differences.append(f"{schema}.{table} {key}: in the table, missing from the replay")
+                found.append(f"{schema}.{table} {key}: in the table, missing from the replay")
             elif streamed[key] != final[key]:
                 columns = sorted(c for c in final[key] if streamed[key].get(c) != final[key][c])
-                report.differences.append(f"{schema}.{table} {key}: {', '.join(columns)} differ "
-                                          f"(replay {[streamed[key].get(c) for c in columns]}, table "
-                                          f"{[final[key][c] for c in columns]})")
+                found.append(f"{schema}.{table} {key}: {', '.join(columns)} differ (replay "
+                             f"{[streamed[key].get(c) for c in columns]}, table {[final[key][c] for c in columns]})")
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
