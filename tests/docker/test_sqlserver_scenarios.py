@@ -837,3 +837,69 @@ def test_composite_guid_nvarchar_and_date_keys_snapshot_in_server_ordered_chunks
             break
     for table in tables:
         assert _label_reads(config, table, True) == _labels(sqlserver, table)  # every row, once
+
+# -- a DBA's scripts end to end: the shop and AdventureWorks (on the model: tests/integration/test_sqlserver_replay.py)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _wait_for_capture_in(sqlserver: SqlServerLab, database: str, timeout: float = 120) -> None:
+    """wait_for_capture for another database: its own capture job fills its own sentinel's change table."""
+    import uuid
+
+    sentinel = "cdckit_sentinel"
+    if not sqlserver.fetch("SELECT 1 FROM sys.tables WHERE name = ?", sentinel, database=database):
+        sqlserver.execute(f"CREATE TABLE dbo.{sentinel} (token uniqueidentifier PRIMARY KEY)", database=database)
+        sqlserver.enable_cdc_table(sentinel, database=database)
+    token = str(uuid.uuid4())
+    sqlserver.execute((f"INSERT INTO dbo.{sentinel} (token) VALUES (?)", (token,)), database=database)
+    deadline = time.monotonic() + timeout
+    while not sqlserver.fetch(f"SELECT 1 FROM cdc.[dbo_{sentinel}_CT] WHERE token = ?", token, database=database):
+        assert time.monotonic() < deadline, f"the capture job of {database} did not reach a commit in {timeout} s"
+        time.sleep(0.25)
+
+
+@pytest.mark.parametrize(("schema_scripts", "changes"), [
+    (["sqlserver/schema.sql"], "sqlserver/changes.sql"),
+    (["adventureworks/schema.sql", "adventureworks/data.sql"], "adventureworks/changes.sql"),
+], ids=["shop", "adventureworks"])
+def test_a_dbas_scripts_snapshot_change_stream_and_replay_to_the_tables(
+        sqlserver: SqlServerLab, spark: Any, workdir: Path, schema_scripts: list[str], changes: str) -> None:
+    """The schema scripts run with pyodbc in a database of their own, every table CDC-enabled by
+    03_enable_cdc_table.sql, cdckit's snapshot, the changes script, the stream; the output replayed per key equals
+    the tables as a second snapshot reads them (computed columns left out: NULL in change tables)."""
+    from sqlserver_docker import split_batches
+
+    from cdckit.config import validate
+    from cdckit_lab.sqlserver_model.replay import differences
+
+    database = unique_name("replay")
+    sqlserver.execute(f"CREATE DATABASE [{database}]", database="master")
+    sqlserver.execute(f"ALTER DATABASE [{database}] SET ALLOW_SNAPSHOT_ISOLATION ON", database="master")
+    sqlserver.enable_cdc_database(database)
+    for script in schema_scripts:
+        sqlserver.execute(*split_batches((FIXTURES / script).read_text(encoding="utf-8")), database=database)
+    tables = [(str(s), str(t)) for s, t in sqlserver.fetch(
+        "SELECT s.name, t.name FROM sys.tables t JOIN sys.schemas s ON s.schema_id = t.schema_id "
+        "WHERE t.is_ms_shipped = 0 ORDER BY s.name, t.name", database=database)]
+    for schema, table in tables:
+        sqlserver.enable_cdc_table(table, schema, database=database)
+    computed: dict[tuple[str, str], list[str]] = {table: [] for table in tables}
+    for schema, table, column in sqlserver.fetch(
+            "SELECT s.name, t.name, c.name FROM sys.columns c JOIN sys.tables t ON t.object_id = c.object_id "
+            "JOIN sys.schemas s ON s.schema_id = t.schema_id WHERE c.is_computed = 1", database=database):
+        computed[(str(schema), str(table))].append(str(column))
+    _wait_for_capture_in(sqlserver, database)
+
+    def config(name: str) -> Any:
+        return validate({**sqlserver.server_properties(), "database.names": database, "topic.prefix": TOPIC_PREFIX,
+                         "table.exclude.list": r"dbo\.cdckit_sentinel",
+                         "cdckit.output.path": str(workdir / name),
+                         "cdckit.checkpoint.location": str(workdir / f"{name}-checkpoint")})
+
+    snapshot = run_snapshot(spark, config("out"))
+    assert len(snapshot.tables) == len(tables)
+    sqlserver.execute(*split_batches((FIXTURES / changes).read_text(encoding="utf-8")), database=database)
+    _wait_for_capture_in(sqlserver, database)
+    assert run_stream(spark, config("out")).events > 0
+    run_snapshot(spark, config("final"))
+    assert differences(workdir / "out", workdir / "final", f"{TOPIC_PREFIX}.{database}", computed) == []
