@@ -5,7 +5,7 @@ pyodbc + SQL Server return for those statements. All state lives in one SQLite f
 writers serialised with ``BEGIN IMMEDIATE``), so Spark's Python workers, other processes and the test process
 see one server.
 
-Two separate surfaces:
+Three surfaces:
 
 * Admin API (Python, for tests): ``SqlServerModel(path)`` with ``create_database``, ``create_table`` (columns
   as :class:`ModelColumn`, ``sys.types`` names), ``alter_table_add_column``, ``alter_table_drop_column``,
@@ -23,6 +23,24 @@ Two separate surfaces:
   ``rowcount`` (-1 for queries, as pyodbc), ``Row`` with attribute access; server and driver errors with
   pyodbc's ``(sqlstate, message)`` arguments and SQL Server's message numbers, pyodbc's own errors (closed
   cursor, parameter count, unsupported SQL type) with its ``(message, sqlstate)``.
+* Scripts (T-SQL as a DBA writes it): ``ScriptRunner(model, database).run(text, name)`` runs a script's batches
+  (split on ``GO``): CREATE SCHEMA; CREATE TYPE alias types (a column of one gets the base type and the alias's
+  nullability, in the table and its change table); CREATE TABLE with IDENTITY, DEFAULT (constants, ``GETDATE()``,
+  ``NEWID()``, expressions), PRIMARY KEY (inline, CONSTRAINT or ALTER TABLE ... ADD CONSTRAINT, composite) and
+  computed columns ``c AS (expression)``, whose values the model computes from the row on every insert and update
+  and which are always NULL in change tables (cdc.<capture_instance>_CT, "Large Object Data Types"); scalar
+  functions of DECLARE/SET/RETURN; INSERT ... VALUES (several rows, SET IDENTITY_INSERT), UPDATE ... SET ... WHERE
+  and DELETE ... WHERE over every matching row (each SET expression reads the row as it was; ``+ - * / %``,
+  concatenation, CASE, ISNULL/COALESCE, CAST/CONVERT, string functions, DATEADD, ``geography::Point``/
+  ``STGeomFromText``, ``hierarchyid::Parse``, ``GetLevel()``; conditions in three-valued logic); BEGIN TRAN / COMMIT
+  / ROLLBACK (one model transaction); variables, IF/ELSE, BEGIN/END, TRY/CATCH, PRINT, RAISERROR, RETURN; EXEC of
+  sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table and sp_configure 'max text
+  repl size' (so cdckit's sql/sqlserver/01 and 03 run as written). Statements that change nothing the model holds
+  (GRANT, CREATE ROLE/USER/LOGIN, indexes, FOREIGN KEY and CHECK constraints, Agent job settings, session options,
+  result-set SELECTs) are accepted and listed in ``ScriptReport.not_modelled``; anything else raises
+  :class:`ScriptError`, one line naming the script, line, statement and construct. ``python -m
+  cdckit_lab.sqlserver_model.replay --schema s.sql --changes c.sql`` runs cdckit's snapshot and stream over a model
+  built from such scripts and checks that the output replayed per key equals the tables.
 
 Modelled:
 
@@ -109,9 +127,9 @@ Modelled:
 
 Not modelled: a real transaction log (log records are rows in SQLite; the capture job runs synchronously at
 commit or agent start rather than polling), isolation semantics and locking beyond recording them (every
-statement reads the latest committed state), concurrent client transactions, DML or DDL through SQL, capture
+statement reads the latest committed state), concurrent client transactions, DML or DDL through the DB-API, capture
 job latency and batch limits, retention by time, net changes (``fn_cdc_get_net_changes_``) and the other row
-filter options, ``__$end_lsn`` (always NULL), computed columns, LOB specifics (``text``/``image`` are plain
+filter options, ``__$end_lsn`` (always NULL), LOB specifics (``text``/``image`` are plain
 values), user-defined types other than geometry, geography and hierarchyid, output converters for -151 and -150
 (the model has no CLR or variant bytes to give them), hierarchyid order (compared as text), sql_variant base types
 other than int, nvarchar and decimal, collations other than the approximation above,
@@ -147,12 +165,14 @@ from ._errors import (
     UnmodelledStatementError,
     Warning,
 )
+from ._script import ScriptError, ScriptReport, ScriptRunner
 from ._statements import PRODUCT_VERSION
 from ._types import ZERO_LSN, ModelColumn, increment_lsn, lsn_text
 
 __all__ = [
     "PRODUCT_VERSION", "ZERO_LSN", "Connection", "Cursor", "DataError", "DatabaseError", "Error", "IntegrityError",
     "InterfaceError", "InternalError", "ModelColumn", "ModelConnector", "ModelTransaction", "NotSupportedError",
-    "OperationalError", "ProgrammingError", "Row", "SqlServerModel", "UnmodelledStatementError", "Warning",
+    "OperationalError", "ProgrammingError", "Row", "ScriptError", "ScriptReport", "ScriptRunner", "SqlServerModel",
+    "UnmodelledStatementError", "Warning",
     "apilevel", "connect", "connect_factory", "increment_lsn", "lsn_text", "paramstyle", "threadsafety",
 ]
