@@ -251,3 +251,27 @@ def test_tables_without_a_key_to_cut_on_are_read_as_one_chunk(model: SqlServerMo
         instance = instance_of(conn, table)
         assert chunk_key(instance) is None
         assert plan_chunks(conn.cursor(), instance, 1) == [Chunk("testDB", "dbo", table, 0, None, None)]
+
+
+def test_an_incremental_snapshot_planned_as_integer_ranges_goes_on_with_keysets(model: SqlServerModel,
+                                                                               conn: ssm.Connection) -> None:
+    """An offset written before keysets holds the table's plan (low, step, pieces) and the next chunk's index: the
+    snapshot goes on from the first integer of that chunk's range, nothing read twice or skipped."""
+    from cdckit.spark.sources.sqlserver_stream import _next_chunks
+
+    model.create_table("testDB", "dbo", "numbers", [ModelColumn("id", "int"), ModelColumn("n", "int")], ["id"])
+    model.enable_table("testDB", "dbo", "numbers")
+    with model.transaction("testDB") as tx:
+        for i in range(1, 61):
+            tx.insert("dbo", "numbers", {"id": i, "n": i})
+    numbers = instance_of(conn, "numbers")
+    # chunks 0 and 1 of the plan (1, 10, 6), [.., 11) and [11, 21), were read: ids 1 to 20
+    progress = Progress.from_offset({"incremental": {"pending": [], "current": {"schema": "dbo", "table": "numbers"},
+                                                     "last": ["2"], "high": ["1", "10", "6"], "chunks": 2}})
+    read: list[object] = []
+    while progress.runnable:
+        chunks, progress = _next_chunks(conn.cursor(), progress, [numbers], 25, 1)
+        for window in chunks:
+            chunk = Chunk("testDB", "dbo", "numbers", window["index"], window["lower"], window["upper"])
+            read.extend(row["id"] for row in read_chunk(conn, numbers, chunk, "repeatable_read")[0])
+    assert read == list(range(21, 61))
