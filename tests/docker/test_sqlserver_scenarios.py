@@ -105,12 +105,12 @@ def test_inserts_updates_deletes_and_primary_key_update(sqlserver: SqlServerLab,
     assert update["after"] == {"id": 2, "name": "two", "qty": 20}
     assert update["source"]["event_serial_no"] == 2
 
-    # A primary-key update: SQL Server logs a delete and an insert under the same LSNs; Debezium emits the
-    # delete (event_serial_no 1), its tombstone, and the create (event_serial_no 2).
+    # A primary-key update: SQL Server logs a delete and an insert, with different __$command_id values; Debezium's
+    # direct mode emits the delete (event_serial_no 1), its tombstone, and the create (event_serial_no 1).
     pk_delete, pk_create = payload(streamed[2]["value"]), payload(streamed[4]["value"])
     assert pk_delete["before"] == {"id": 1, "name": "one", "qty": 1} and pk_delete["after"] is None
     assert pk_create["before"] is None and pk_create["after"] == {"id": 10, "name": "one", "qty": 1}
-    assert (pk_delete["source"]["event_serial_no"], pk_create["source"]["event_serial_no"]) == (1, 2)
+    assert (pk_delete["source"]["event_serial_no"], pk_create["source"]["event_serial_no"]) == (1, 1)
     assert pk_delete["source"]["commit_lsn"] == pk_create["source"]["commit_lsn"]
     assert streamed[3]["key"]["payload"] == {"id": 1}
 
@@ -122,6 +122,161 @@ def test_inserts_updates_deletes_and_primary_key_update(sqlserver: SqlServerLab,
     assert commits == sorted(commits)
     assert len(set(commits)) == 4  # four autocommitted statements, four transactions
     assert replay(config, name) == _rows(sqlserver, table, ("id", "name", "qty"))
+
+
+# -- deferred updates (Debezium's SqlServerDataQueryModeIT, dbz#2012) ---------------------------------------------
+_ORDERS = "id int NOT NULL PRIMARY KEY, order_ref varchar(50) NOT NULL, status varchar(20) NOT NULL"
+_ORDERS_SEED = ("INSERT INTO dbo.{table} VALUES (1,'REF-1','NEW'),(2,'REF-2','NEW'),(3,'REF-3','NEW'),"
+                "(4,'REF-4','NEW'),(5,'REF-5','NEW'),(6,'REF-6','NEW'),(7,'REF-7','NEW'),(8,'REF-8','NEW'),"
+                "(9,'REF-9','NEW'),(10,'REF-10','NEW')")
+
+
+def _orders(sqlserver: SqlServerLab) -> str:
+    table = sqlserver.create_table("orders", _ORDERS, _ORDERS_SEED)
+    sqlserver.execute(f"CREATE UNIQUE NONCLUSTERED INDEX UX_{table}_order_ref ON dbo.{table}(order_ref)")
+    return table
+
+
+def _by_op(found: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    result: dict[str, dict[int, dict[str, Any]]] = {"c": {}, "u": {}, "d": {}}
+    for r in found:
+        if r["value"] is not None and payload(r["value"])["op"] in result:
+            result[payload(r["value"])["op"]][payload(r["key"])["id"]] = payload(r["value"])
+    return result
+
+
+def test_a_deferred_update_streams_each_keys_delete_before_its_create(sqlserver: SqlServerLab, spark: Any,
+                                                                       workdir: Path) -> None:
+    """shouldNotLoseDeferredUpdateAtAnyFetchBoundary: an update of a UNIQUE-indexed column of five rows is a deferred
+    update, five deletes and five inserts; every key's delete streams before its create, so replay keeps them."""
+    table = _orders(sqlserver)
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], max__batch__size="3")
+    name = topic(table)
+    run_snapshot(spark, config)
+    sqlserver.execute(f"UPDATE dbo.{table} SET order_ref = order_ref + '_v2' WHERE id BETWEEN 1 AND 5")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    streamed = [r for r in records(config, name) if r["value"] is None or payload(r["value"])["op"] != "r"]
+    by_op = _by_op(streamed)
+    assert sorted(by_op["d"]) == sorted(by_op["c"]) == [1, 2, 3, 4, 5]
+    for i in range(1, 6):
+        assert by_op["d"][i]["before"]["order_ref"] == f"REF-{i}"
+        assert by_op["c"][i]["after"]["order_ref"] == f"REF-{i}_v2"
+    order = [(payload(r["key"])["id"], payload(r["value"])["op"]) for r in streamed if r["value"] is not None]
+    assert all(order.index((i, "d")) < order.index((i, "c")) for i in range(1, 6))
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "order_ref", "status"))
+
+
+def test_a_deferred_update_a_plain_update_and_a_key_move_in_one_transaction(sqlserver: SqlServerLab, spark: Any,
+                                                                             workdir: Path) -> None:
+    """shouldDeliverEveryChangeInBothQueryModes (direct): 7 deletes, 7 creates, 3 updates; a plain update's
+    event_serial_no is 2, a moved key's delete and create have 1 each."""
+    table = _orders(sqlserver)
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table])
+    name = topic(table)
+    run_snapshot(spark, config)
+    sqlserver.transaction(f"UPDATE dbo.{table} SET order_ref = order_ref + '_v2' WHERE id BETWEEN 1 AND 5",
+                          f"UPDATE dbo.{table} SET status = 'PROCESSED' WHERE id BETWEEN 6 AND 8",
+                          f"UPDATE dbo.{table} SET id = id + 100 WHERE id BETWEEN 9 AND 10")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    streamed = [r for r in records(config, name) if r["value"] is not None and payload(r["value"])["op"] != "r"]
+    by_op = _by_op(streamed)
+    assert (len(by_op["d"]), len(by_op["c"]), len(by_op["u"])) == (7, 7, 3)
+    assert all(u["source"]["event_serial_no"] == 2 and u["after"]["status"] == "PROCESSED"
+               for u in by_op["u"].values())
+    assert all(by_op["d"][i]["source"]["event_serial_no"] == 1 for i in (9, 10))
+    assert all(by_op["c"][i]["source"]["event_serial_no"] == 1 for i in (109, 110))
+    assert replay(config, name) == _rows(sqlserver, table, ("id", "order_ref", "status"))
+
+
+def test_deferred_updates_of_two_tables_in_one_transaction(sqlserver: SqlServerLab, spark: Any,
+                                                           workdir: Path) -> None:
+    """shouldOrderChangesFromTwoTablesByCommandId."""
+    orders = _orders(sqlserver)
+    shipments = sqlserver.create_table(
+        "shipments", "id int NOT NULL PRIMARY KEY, tracking_ref varchar(50) NOT NULL UNIQUE, carrier varchar(20)",
+        "INSERT INTO dbo.{table} VALUES (1,'TRK-1','ACME'),(2,'TRK-2','ACME'),(3,'TRK-3','ACME'),(4,'TRK-4','ACME'),"
+        "(5,'TRK-5','ACME')")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [orders, shipments])
+    run_snapshot(spark, config)
+    sqlserver.transaction(f"UPDATE dbo.{orders} SET order_ref = order_ref + '_v2' WHERE id BETWEEN 1 AND 5",
+                          f"UPDATE dbo.{shipments} SET tracking_ref = tracking_ref + '_v2' WHERE id BETWEEN 1 AND 5")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    assert replay(config, topic(orders)) == _rows(sqlserver, orders, ("id", "order_ref", "status"))
+    assert replay(config, topic(shipments)) == _rows(sqlserver, shipments, ("id", "tracking_ref", "carrier"))
+
+
+# -- Debezium's SqlServerConnectorIT (tests/integration/test_sqlserver_debezium_scenarios.py runs them on the model) --
+def test_debezium_create_and_delete(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    """createAndDelete: five inserts into each table, then DELETE FROM tableb: a delete and a tombstone per row."""
+    table_a = sqlserver.create_table("tablea", "id int primary key, cola varchar(30)",
+                                     "INSERT INTO dbo.{table} VALUES (1, 'a')")
+    table_b = sqlserver.create_table("tableb", "id int primary key, colb varchar(30)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table_a, table_b])
+    run_snapshot(spark, config)
+    for i in range(10, 15):
+        sqlserver.execute(f"INSERT INTO dbo.{table_a} VALUES ({i}, 'a')",
+                          f"INSERT INTO dbo.{table_b} VALUES ({i}, 'b')")
+    sqlserver.execute(f"DELETE FROM dbo.{table_b}")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    streamed_a = [r for r in records(config, topic(table_a)) if payload(r["value"])["op"] != "r"]
+    assert _shape(streamed_a) == [(i, "c") for i in range(10, 15)]
+    assert _shape(records(config, topic(table_b))) == [(i, "c") for i in range(10, 15)] + [
+        item for i in range(10, 15) for item in ((i, "d"), (i, "tombstone"))]
+
+
+def test_debezium_update_primary_key_twice(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    """updatePrimaryKeyTwiceWithRestartInMiddleOfTx (DBZ-2329): UPDATE SET id = colb + 300 twice in one transaction,
+    tombstones off, batches of one change: 20 records, and the replay equals the table."""
+    table = sqlserver.create_table("tableb", "id int primary key, colb varchar(30)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], tombstones__on__delete="false", max__batch__size="1")
+    run_snapshot(spark, config)
+    for i in range(1, 6):
+        sqlserver.execute(f"INSERT INTO dbo.{table} (id, colb) VALUES ({i}, '{i}')")
+    sqlserver.transaction(f"UPDATE dbo.{table} SET id = colb + 300", f"UPDATE dbo.{table} SET id = colb + 300")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    found = records(config, topic(table))
+    assert Counter(op for _, op in _shape(found)) == {"c": 10, "d": 5, "u": 5}
+    assert replay(config, topic(table)) == _rows(sqlserver, table, ("id", "colb"))
+
+
+def test_debezium_skipped_update_and_delete_operations(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    """shouldEmitNoEventsForSkippedUpdateAndDeleteOperations."""
+    table = sqlserver.create_table("tablea", "id int primary key, cola varchar(30)")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table], skipped__operations="u,d")
+    run_snapshot(spark, config)
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (201, 'insert201')",
+                      f"UPDATE dbo.{table} SET cola = 'insert201-update' WHERE id = 201",
+                      f"INSERT INTO dbo.{table} VALUES (202, 'insert202')", f"DELETE FROM dbo.{table} WHERE id = 202")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    assert _shape(records(config, topic(table))) == [(201, "c"), (202, "c")]
+
+
+def test_debezium_keyless_table(sqlserver: SqlServerLab, spark: Any, workdir: Path) -> None:
+    """keylessTable: null keys throughout, a delete followed by its tombstone."""
+    table = sqlserver.create_table("keyless", "id int, name varchar(30)", "INSERT INTO dbo.{table} VALUES (1, 'k')")
+    sqlserver.wait_for_capture()
+    config = sqlserver.config(workdir, [table])
+    run_snapshot(spark, config)
+    sqlserver.execute(f"INSERT INTO dbo.{table} VALUES (2, 'k')", f"UPDATE dbo.{table} SET id = 3 WHERE id = 2",
+                      f"DELETE FROM dbo.{table} WHERE id = 3")
+    sqlserver.wait_for_capture()
+    run_stream(spark, config)
+    found = records(config, topic(table))
+    assert [payload(r["value"])["op"] if r["value"] is not None else "tombstone" for r in found] == [
+        "r", "c", "u", "d", "tombstone"]
+    assert all(r["key"] is None for r in found)
 
 
 # -- many changes in one transaction -------------------------------------------------------------------------
@@ -837,6 +992,7 @@ def test_composite_guid_nvarchar_and_date_keys_snapshot_in_server_ordered_chunks
             break
     for table in tables:
         assert _label_reads(config, table, True) == _labels(sqlserver, table)  # every row, once
+
 
 # -- a DBA's scripts end to end: the shop and AdventureWorks (on the model: tests/integration/test_sqlserver_replay.py)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -603,6 +603,11 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
     for op in skipped:
         if op not in _SKIPPABLE_OPS:
             problems.append(f"skipped.operations entry {op!r} is not one of c, u, d, t, none")
+    if values.get("data.query.mode") == "function":
+        problems.append("data.query.mode=function reads changes through cdc.fn_cdc_get_all_changes_<instance>, which "
+                        "does not return __$command_id, so a deferred update's delete and insert rows could only be "
+                        "ordered by __$seqval and a consumer could lose those rows; cdckit reads the change tables "
+                        "directly (direct, Debezium's default): remove the setting or set data.query.mode=direct")
     if values.get("connector.class") == SQLSERVER_CONNECTOR and not values.get("database.names"):
         problems.append("database.names is required for SQL Server (the databases to capture, comma-separated); "
                         "set it in the configuration file or with --set database.names=...")

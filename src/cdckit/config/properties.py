@@ -99,6 +99,9 @@ PROPERTIES: tuple[Property, ...] = (
              only="sqlserver"),
     Property("max.iteration.transactions", "int", 0, "SQL Server: transactions per micro-batch at most "
              "(0 = no limit)", minimum=0, only="sqlserver"),
+    Property("data.query.mode", "choice", "direct", "SQL Server: how changes are read; direct (Debezium's default) "
+             "reads the change tables ordered by __$command_id; function is refused (docs/decisions/0032)",
+             choices=("direct", "function"), only="sqlserver"),
     Property("snapshot.fetch.size", "int", 10240, "rows read at a time while snapshotting: a round trip of a "
              "query, or a block of a PostgreSQL chunk's COPY output formatted at once", minimum=1),
     Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",

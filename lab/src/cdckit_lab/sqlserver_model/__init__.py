@@ -55,10 +55,21 @@ Modelled:
   and matched against the rendered templates of queries.py. Anything else raises
   :class:`UnmodelledStatementError` naming the statement.
 * Transactions: each committed model transaction gets one commit LSN (``__$start_lsn``), each change its own
-  ``__$seqval`` (increasing, below the commit LSN); an update writes rows 3 and 4 with one seqval; an update
-  that changes a primary-key value is logged as a delete (1) and an insert (2) with one seqval. LSNs are 10-byte
-  big-endian values from a per-database counter; ``__$update_mask`` has bit (column_ordinal - 1) set, ordinal 1
-  being the lowest bit of the last byte (all captured columns for 1 and 2, the SET-clause columns for 3 and 4).
+  ``__$seqval`` (increasing, below the commit LSN), each statement (admin call) a ``__$command_id``, counted per
+  transaction (the column's meaning in Microsoft's cdc.<capture_instance>_CT page; KB 3030352 added it because
+  seqvals misorder updated rows). An update that changes no primary-key or UNIQUE column (``create_table(...,
+  unique=...)``) writes rows 3 and 4 with one seqval. A split update, one that changes such a value: in a statement
+  of one row, a delete (1) and an insert (2) at one seqval, the insert one command later; in a statement of several
+  rows (``update_many``), a deferred update: every delete under one command, then every insert under the next, each
+  insert's seqval LOWER than its delete's (the order KB 3030352 describes; Debezium's dbz#2012). Uniqueness is
+  checked on a statement's result; a failing statement changes nothing (error 2627). ``command_id_column = False``
+  creates change tables without ``__$command_id`` (SQL Server 2012-2016 before that update).
+* Large objects in change tables (the "Large Object Data Types" paragraph of the same page): ``text``, ``ntext`` and
+  ``image`` are NULL in rows 1 and 3; ``varchar(max)``, ``nvarchar(max)``, ``varbinary(max)`` (and, by choice,
+  ``xml`` and the other types sys.columns gives max_length -1) NULL in row 3 unless the update changed them.
+* LSNs are 10-byte big-endian values from a per-database counter; ``__$update_mask`` has bit (column_ordinal - 1)
+  set, ordinal 1 being the lowest bit of the last byte (all captured columns for 1 and 2, the SET-clause columns for
+  3 and 4).
 * The capture job: committed changes of a CDC-enabled database wait in a "log" until SQL Server Agent runs (the
   default), then reach every capture instance enabled before they committed, with a ``cdc.lsn_time_mapping`` row
   (begin/end time as ``datetime``, transaction id) per transaction with captured changes, and a ``tran_id`` 0x00
@@ -73,9 +84,10 @@ Modelled:
   COLUMN converts the table's rows, failing as SQL Server's conversions do.
 * The cleanup job (``cleanup``): change rows below the low-water LSN are purged and the instance's start_lsn
   (``fn_cdc_get_min_lsn``) raised; mapping rows below every instance's start_lsn are purged.
-* ``cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')`` with SQL Server's checks: error 313 when
-  from < the instance's min LSN, to > max LSN, from > to or either is NULL; 208 for an unknown instance; 207 for a
-  column the instance does not capture.
+* A change table read directly (``queries.changes_query``, Debezium's direct mode): rows with start_lsn in
+  [from, to] in the order asked (by ``__$command_id`` or not), the commit time from ``cdc.lsn_time_mapping``
+  (LEFT JOIN); 208 for an unknown change table; 207 for a column the instance does not capture, and for
+  ``__$command_id`` on a change table without it. No range check (the query functions' error 313 is theirs).
 * Catalog: ``sys.databases.is_cdc_enabled``, ``sys.tables/schemas/columns/types/indexes/index_columns`` (primary
   key), ``cdc.change_tables/captured_columns/index_columns/ddl_history/lsn_time_mapping``, sys.columns sizes as
   SQL Server reports them, the Agent in ``sys.dm_server_services`` (status 4 running, 1 stopped),
@@ -128,13 +140,12 @@ Modelled:
 Not modelled: a real transaction log (log records are rows in SQLite; the capture job runs synchronously at
 commit or agent start rather than polling), isolation semantics and locking beyond recording them (every
 statement reads the latest committed state), concurrent client transactions, DML or DDL through the DB-API, capture
-job latency and batch limits, retention by time, net changes (``fn_cdc_get_net_changes_``) and the other row
-filter options, ``__$end_lsn`` (always NULL), LOB specifics (``text``/``image`` are plain
-values), user-defined types other than geometry, geography and hierarchyid, output converters for -151 and -150
-(the model has no CLR or variant bytes to give them), hierarchyid order (compared as text), sql_variant base types
-other than int, nvarchar and decimal, collations other than the approximation above,
-``tran_id`` values beyond an increasing counter, and ``fn_cdc_map_lsn_to_time`` for LSNs without a mapping row
-(NULL here).
+job latency and batch limits, retention by time, the change query functions (``fn_cdc_get_all_changes_``,
+``fn_cdc_get_net_changes_``), which cdckit does not call, ``__$end_lsn`` (always NULL), user-defined
+types other than geometry, geography and hierarchyid, output converters for -151 and -150 (the model has no CLR
+or variant bytes to give them), hierarchyid order (compared as text), sql_variant base types other than int,
+nvarchar and decimal, collations other than the approximation above, and ``tran_id`` values beyond an
+increasing counter.
 """
 
 from __future__ import annotations

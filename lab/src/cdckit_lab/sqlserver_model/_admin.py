@@ -80,6 +80,21 @@ class SqlServerModel:
         self.agent_running = False
 
     @property
+    def command_id_column(self) -> bool:
+        """Whether capture instances enabled from now on get a ``__$command_id`` column (True). False models a
+        SQL Server 2012-2016 without the cumulative update of KB 3030352, whose change tables lack the column."""
+        conn = store.open_sqlite(self.path)
+        try:
+            return store.server_value(conn, "command_id_column") != 0
+        finally:
+            conn.close()
+
+    @command_id_column.setter
+    def command_id_column(self, present: bool) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES ('command_id_column', ?)", (int(present),))
+
+    @property
     def record_statements(self) -> bool:
         """When True, every statement answered through the DB-API is appended to ``statement_log()``."""
         return self._server_flag("record_statements")
@@ -104,7 +119,9 @@ class SqlServerModel:
         return Connection(self.path, **attributes)
 
     # -- catalog ------------------------------------------------------------------------------------------------
-    def create_database(self, name: str) -> None:
+    def create_database(self, name: str, first_lsn: int = _FIRST_LSN) -> None:
+        """CREATE DATABASE; ``first_lsn``: where its log starts (the default is a young database's; a database years
+        into its life has VLF sequence numbers past 0x7FFF, LSNs beyond 2**63)."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM databases WHERE name = ?", (name,)).fetchone():
                 raise server_error(ProgrammingError, "42000", 1801, f"Database '{name}' already exists. "
@@ -112,16 +129,18 @@ class SqlServerModel:
             database_id = store.server_value(conn, "next_database_id")
             conn.execute("UPDATE server SET v = v + 1 WHERE k = 'next_database_id'")
             conn.execute("INSERT INTO databases VALUES (?, ?, 0, ?, 1, ?, 5)",
-                         (name, database_id, _FIRST_LSN, _FIRST_OBJECT_ID))
+                         (name, database_id, first_lsn.to_bytes(10, "big"), _FIRST_OBJECT_ID))
             conn.executemany("INSERT INTO schemas VALUES (?, ?, ?)",
                              [(name, 1, "dbo"), (name, 2, "guest"), (name, 3, "INFORMATION_SCHEMA"), (name, 4, "sys")])
 
     def create_table(self, db: str, schema: str, table: str, columns: Sequence[ModelColumn],
-                     primary_key: Sequence[str] = ()) -> int:
-        """CREATE TABLE (the schema is created if missing); returns the table's object_id."""
+                     primary_key: Sequence[str] = (), unique: Sequence[Sequence[str]] = ()) -> int:
+        """CREATE TABLE (the schema is created if missing); returns the table's object_id. ``unique``: the column
+        lists of UNIQUE constraints (unique indexes), which decide whether an update is logged as a split update."""
         names = [c.name.casefold() for c in columns]
-        if len(set(names)) != len(names) or any(k.casefold() not in names for k in primary_key):
-            raise ValueError(f"bad column list or primary key for {schema}.{table}")
+        if len(set(names)) != len(names) or any(k.casefold() not in names for k in primary_key) or any(
+                not group or any(c.casefold() not in names for c in group) for group in unique):
+            raise ValueError(f"bad column list, primary key or unique constraint for {schema}.{table}")
         key = {k.casefold() for k in primary_key}
         normalised = [normalise_column(ModelColumn(c.name, c.type_name, c.max_length, c.precision, c.scale,
                                                    c.nullable and c.name.casefold() not in key, c.identity))
@@ -139,6 +158,12 @@ class SqlServerModel:
                 ids = {c.name.casefold(): i for i, c in enumerate(normalised, start=1)}
                 conn.executemany("INSERT INTO index_columns VALUES (?, ?, 1, ?, ?)",
                                  [(db, object_id, n, ids[k.casefold()]) for n, k in enumerate(primary_key, 1)])
+            ids = {c.name.casefold(): i for i, c in enumerate(normalised, start=1)}
+            for index_id, group in enumerate(unique, start=2):
+                conn.execute("INSERT INTO indexes VALUES (?, ?, ?, ?, 0)",
+                             (db, object_id, index_id, f"UQ__{table[:8]}__{object_id + index_id:016X}"))
+                conn.executemany("INSERT INTO index_columns VALUES (?, ?, ?, ?, ?)",
+                                 [(db, object_id, index_id, n, ids[c.casefold()]) for n, c in enumerate(group, 1)])
             return object_id
 
     def alter_table_add_column(self, db: str, schema: str, table: str, column: ModelColumn) -> None:

@@ -93,12 +93,13 @@ def enable_table(conn: sqlite3.Connection, db: str, schema: str, table: str, cap
     lsn = allocate_lsn(conn, db)
     now = now
     meta = [ModelColumn(n, t, size, 0, 0) for n, t, size in _CHANGE_TABLE_META]
+    # __$command_id arrived with the cumulative update of KB 3030352 (SQL Server 2012-2016; always there since 2017)
+    command_id = [ModelColumn("__$command_id", "int", 4, 10)] if store.server_value(conn, "command_id_column") != 0 \
+        else []
     # a timestamp (rowversion) column is binary(8) in the change table, with the same values (Microsoft's
     # cdc.<capture_instance>_CT page, "Captured Column Data Types")
-    copied = [ModelColumn(c.name, "binary", 8, 0, 0, c.nullable) if c.type_name == "timestamp" else c
-              for c in selected]
-    change_table = add_table(conn, db, "cdc", f"{name}_CT",
-                              [*meta, *copied, ModelColumn("__$command_id", "int", 4, 10)], now, True)
+    copied = [ModelColumn(c.name, "binary", 8, 0, 0, c.nullable) if c.type_name == "timestamp" else c for c in selected]
+    change_table = add_table(conn, db, "cdc", f"{name}_CT", [*meta, *copied, *command_id], now, True)
     seq = conn.execute("SELECT COALESCE(MAX(create_seq), 0) + 1 FROM change_tables").fetchone()[0]
     index_name = f"PK__{info.name[:8]}__{info.object_id:016X}" if info.primary_key else None
     conn.execute("INSERT INTO change_tables VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -25,8 +25,10 @@ class SqlServerModel(Protocol):
 
 
 def allocate_lsn(conn: sqlite3.Connection, db: str) -> bytes:
-    value = conn.execute("SELECT next_lsn FROM databases WHERE name = ?", (db,)).fetchone()[0]
-    conn.execute("UPDATE databases SET next_lsn = ? WHERE name = ?", (value + 1, db))
+    stored = conn.execute("SELECT next_lsn FROM databases WHERE name = ?", (db,)).fetchone()[0]
+    # kept as the 10-byte LSN: a real log's LSNs pass SQLite's 64-bit integers once its VLF number passes 0x7FFF
+    value = int.from_bytes(stored, "big") if isinstance(stored, bytes) else int(stored)
+    conn.execute("UPDATE databases SET next_lsn = ? WHERE name = ?", (int_to_lsn(value + 1), db))
     return int_to_lsn(value)
 
 
@@ -127,20 +129,35 @@ def _write_change(conn: sqlite3.Connection, instance: store.InstanceInfo, kind: 
                       if column.name.casefold() in changed_folded)
     width = max(1, (len(names) + 7) // 8)
 
-    def row(operation: int, image: str | None, bits: int) -> None:
+    # Large object data types (cdc.<capture_instance>_CT): image, text and ntext are always NULL when __$operation is
+    # 1 or 3; varbinary(max), varchar(max) and nvarchar(max) are NULL when it is 3 unless the column changed. xml and
+    # the CLR types, stored as large objects (max_length -1 in sys.columns), are taken to behave as the (max) types.
+    old_lobs = {c.name.casefold() for _, c in instance.captured if c.type_name in ("text", "ntext", "image")}
+    max_lobs = {c.name.casefold() for _, c in instance.captured if c.max_length == -1} - old_lobs
+
+    def blanked(operation: int) -> set[str]:
+        if operation == 1:
+            return old_lobs
+        if operation == 3:
+            return old_lobs | (max_lobs - changed_folded)
+        return set()
+
+    def row(operation: int, image: str | None, bits: int, command: int = command_id) -> None:
         values = json.loads(image or "{}")
-        data = json.dumps({name: None if name.casefold() in computed else values.get(name) for name in names})
+        nulls = computed | blanked(operation)
+        data = json.dumps({name: None if name.casefold() in nulls else values.get(name) for name in names})
         conn.execute("INSERT INTO change_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (instance.db, instance.object_id, commit, seqval, operation, bits.to_bytes(width, "big"),
-                      command_id, data))
+                      command, data))
 
     if kind == "insert":
         row(2, after, all_bits)
     elif kind == "delete":
         row(1, before, all_bits)
-    elif kind == "key_update":  # SQL Server logs a primary-key update as delete + insert at one seqval
+    elif kind == "key_update":
+        # a one-row update of a key: a delete and an insert at one seqval, the insert one command later
         row(1, before, all_bits)
-        row(2, after, all_bits)
+        row(2, after, all_bits, command_id + 1)
     else:
         row(3, before, update_bits)
         row(4, after, update_bits)
@@ -195,17 +212,22 @@ class ModelTransaction:
             raise RuntimeError("use the transaction inside its `with` block")
         return self._conn
 
+    def _command(self, count: int = 1) -> int:
+        """The next ``__$command_id`` of this transaction (``count`` consecutive ones taken)."""
+        self._commands += count
+        return self._commands - count + 1
+
     def _log(self, kind: str, info: store.TableInfo, before: dict[str, Any] | None, after: dict[str, Any] | None,
-             changed: Sequence[str] = ()) -> None:
-        self._commands += 1
+             changed: Sequence[str] = (), command: int | None = None, seqval: bytes | None = None) -> None:
+        command = self._command() if command is None else command
         if not self._cdc:
             return
-        seqval = allocate_lsn(self.conn, self._db)
+        seqval = allocate_lsn(self.conn, self._db) if seqval is None else seqval
         images = [None if image is None else json.dumps(self._encoded(info, image)) for image in (before, after)]
         self.conn.execute("INSERT INTO log (db, seqval, kind, source_object_id, before, after, changed, command_id) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                           (self._db, seqval, kind, info.object_id, images[0], images[1], json.dumps(list(changed)),
-                           self._commands))
+                           command))
 
     def _check_lob_sizes(self, info: store.TableInfo, row: Mapping[str, Any], written: Sequence[str]) -> None:
         """Error 7139: the statement fails when it writes more than 'max text repl size' bytes (65536 by default,
@@ -254,15 +276,22 @@ class ModelTransaction:
                 if all(row[n] is not None and compare_key(row[n]) == v for n, v in wanted.items())]
 
     def _check_key(self, info: store.TableInfo, row: Mapping[str, Any], skip_rid: int | None = None) -> None:
-        if not info.primary_key:
+        """Error 2627 when ``row`` repeats the primary key or a UNIQUE constraint's values of another row (one NULL
+        is allowed per unique column set, as SQL Server's unique constraints treat NULLs as equal)."""
+        groups = [("PRIMARY KEY", f"PK__{info.name[:8]}__{info.object_id:016X}", info.primary_key)] if \
+            info.primary_key else []
+        groups += [("UNIQUE KEY", f"UQ__{info.name[:8]}__{info.object_id + n:016X}", g)
+                   for n, g in enumerate(info.unique, start=2)]
+        if not groups:
             return
-        key = {k: row[k] for k in info.primary_key}
-        for rid, _ in self._matching(info, key):
-            if rid != skip_rid:
-                raise server_error(IntegrityError, "23000", 2627, f"Violation of PRIMARY KEY constraint "
-                                   f"'PK__{info.name[:8]}__{info.object_id:016X}'. Cannot insert duplicate key in "
-                                   f"object '{info.schema}.{info.name}'. The duplicate key value is "
-                                   f"({', '.join(str(v) for v in key.values())}).")
+        rows = store.table_rows(self.conn, info)
+        for kind, name, columns in groups:
+            wanted = tuple(compare_key(row[c]) for c in columns)
+            for rid, other in rows:
+                if rid != skip_rid and tuple(compare_key(other[c]) for c in columns) == wanted:
+                    raise server_error(IntegrityError, "23000", 2627, f"Violation of {kind} constraint '{name}'. "
+                                       f"Cannot insert duplicate key in object '{info.schema}.{info.name}'. The "
+                                       f"duplicate key value is ({', '.join(str(row[c]) for c in columns)}).")
 
     def _store(self, info: store.TableInfo, row: Mapping[str, Any], rid: int | None = None) -> None:
         data = json.dumps(self._encoded(info, with_computed(self.conn, info, row)))
@@ -305,41 +334,96 @@ class ModelTransaction:
         return stored
 
     def update(self, schema: str, table: str, key: Mapping[str, Any], changes: Mapping[str, Any]) -> int:
-        """UPDATE ... SET <changes> WHERE <key columns = values>; returns the number of rows updated."""
+        """UPDATE ... SET <changes> WHERE <key columns = values>: one statement; returns the number of rows updated."""
+        return self.update_many(schema, table, [(key, changes)])
+
+    def update_many(self, schema: str, table: str,
+                    updates: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> int:
+        """One UPDATE statement over several rows, each matched by its key with its own new values (what
+        ``UPDATE t SET id = id + 100 WHERE id BETWEEN 9 AND 10`` does); returns the number of rows updated.
+
+        How SQL Server logs it (Microsoft's cdc.<capture_instance>_CT page and KB 3030352, which added
+        ``__$command_id`` because ``__$seqval`` misorders these rows; Debezium's documentation of
+        ``event_serial_no``): an update that changes no primary-key or UNIQUE column value is an update in place,
+        rows 3 and 4 at one seqval. One that does is a split update. A statement splitting one row logs its delete
+        and insert at one seqval, the insert one command later. A statement splitting several rows is a deferred
+        update: every delete under one ``__$command_id``, then every insert under the next, and the inserts'
+        seqvals lower than the deletes' (so ordered by seqval, each key's insert comes before its delete; ordered
+        by command id, the deletes come first). Uniqueness is checked on the statement's result, as SQL Server does.
+        """
         info = store.table_info(self.conn, self._db, schema, table)
-        matched = self._matching(info, key)
-        count = 0
-        for rid, old in matched:
-            new = dict(old)
-            changed = []
-            for name, value in changes.items():
-                column = info.column(name)
-                if column is None:
-                    raise server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{name}'.")
-                if column.identity:
-                    raise server_error(ProgrammingError, "42000", 8102, f"Cannot update identity column "
-                                       f"'{column.name}'.")
-                if column.type_name == "timestamp":
-                    raise server_error(ProgrammingError, "42000", 272, "Cannot update a timestamp column.")
-                new[column.name] = coerce(column, value, info.qualified)
-                changed.append(column.name)
-            for _, column in info.columns:  # the row's rowversion, new on every update
-                if column.type_name == "timestamp":
-                    new[column.name] = next_rowversion(self.conn, self._db)
+        targets: list[tuple[int, dict[str, Any], dict[str, Any], list[str]]] = []
+        seen: set[int] = set()
+        for key, changes in updates:
+            for rid, old in self._matching(info, key):
+                if rid in seen:
+                    continue
+                seen.add(rid)
+                new = dict(old)
+                changed = []
+                for name, value in changes.items():
+                    column = info.column(name)
+                    if column is None:
+                        raise server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{name}'.")
+                    if column.identity:
+                        raise server_error(ProgrammingError, "42000", 8102, f"Cannot update identity column "
+                                           f"'{column.name}'.")
+                    if column.type_name == "timestamp":
+                        raise server_error(ProgrammingError, "42000", 272, "Cannot update a timestamp column.")
+                    new[column.name] = coerce(column, value, info.qualified)
+                    changed.append(column.name)
+                for _, column in info.columns:  # the row's rowversion, new on every update
+                    if column.type_name == "timestamp":
+                        new[column.name] = next_rowversion(self.conn, self._db)
+                targets.append((rid, old, new, changed))
+        for _, _, new, changed in targets:
             self._check_lob_sizes(info, new, changed)
-            key_changed = any(compare_key(old[k]) != compare_key(new[k]) for k in info.primary_key)
-            if key_changed:
+        self.conn.execute("SAVEPOINT statement")  # a statement that fails changes nothing; the transaction goes on
+        try:
+            for rid, _, new, _ in targets:
+                self._store(info, new, rid)
+            for rid, _, new, _ in targets:
                 self._check_key(info, new, skip_rid=rid)
-            self._store(info, new, rid)
-            self._log("key_update" if key_changed else "update", info, old, new, changed)
-            count += 1
+        except BaseException:
+            self.conn.execute("ROLLBACK TO statement")
+            raise
+        finally:
+            self.conn.execute("RELEASE statement")
+        key_columns = [*info.primary_key, *(c for group in info.unique for c in group)]
+        split = [t for t in targets if any(compare_key(t[1][c]) != compare_key(t[2][c]) for c in key_columns)]
+        command = self._command()
+        for rid, old, new, changed in targets:
+            if not any(rid == t[0] for t in split):
+                self._log("update", info, old, new, changed, command)
+        if len(split) == 1:
+            _, old, new, changed = split[0]
+            self._log("key_update", info, old, new, changed, command)
+            self._command()  # the insert's
+        elif split:
+            inserts = self._command()
+            seqvals = [allocate_lsn(self.conn, self._db) if self._cdc else b"" for _ in split]  # the inserts' first
+            for _, old, _, _ in split:
+                self._log("delete", info, old, None, (), command)
+            for (_, _, new, _), seqval in zip(split, seqvals, strict=True):
+                self._log("insert", info, None, new, (), inserts, seqval)
+        return len(targets)
+
+    def delete_many(self, schema: str, table: str, keys: Sequence[Mapping[str, Any]]) -> int:
+        """One DELETE statement removing the rows each key matches (one ``__$command_id``); returns the count."""
+        info = store.table_info(self.conn, self._db, schema, table)
+        command = self._command()
+        count = 0
+        seen: set[int] = set()
+        for key in keys:
+            for rid, old in self._matching(info, key):
+                if rid in seen:
+                    continue
+                seen.add(rid)
+                self.conn.execute("DELETE FROM source_rows WHERE rid = ?", (rid,))
+                self._log("delete", info, old, None, (), command)
+                count += 1
         return count
 
     def delete(self, schema: str, table: str, key: Mapping[str, Any]) -> int:
-        """DELETE ... WHERE <key columns = values>; returns the number of rows deleted."""
-        info = store.table_info(self.conn, self._db, schema, table)
-        matched = self._matching(info, key)
-        for rid, old in matched:
-            self.conn.execute("DELETE FROM source_rows WHERE rid = ?", (rid,))
-            self._log("delete", info, old, None)
-        return len(matched)
+        """DELETE ... WHERE <key columns = values>: one statement; returns the number of rows deleted."""
+        return self.delete_many(schema, table, [key])

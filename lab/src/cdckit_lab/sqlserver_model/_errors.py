@@ -70,13 +70,6 @@ def invalid_column(name: str) -> Error:
     return server_error(ProgrammingError, "42S22", 207, f"Invalid column name '{name}'.")
 
 
-def insufficient_arguments() -> Error:
-    """What ``cdc.fn_cdc_get_all_changes_<instance>`` raises for an LSN range outside the instance's validity."""
-    return server_error(ProgrammingError, "42000", 313,
-                        "An insufficient number of arguments were supplied for the procedure or function "
-                        "cdc.fn_cdc_get_all_changes_ ... .")
-
-
 def driver_error(cls: type[Error], sqlstate: str, message: str) -> Error:
     """An error the ODBC driver or driver manager reports (no server message number): ``(sqlstate, message)``."""
     error = cls(sqlstate, message)

@@ -132,6 +132,7 @@ class TableInfo:
     name: str
     columns: tuple[tuple[int, ModelColumn], ...]  # (column_id, column)
     primary_key: tuple[str, ...]
+    unique: tuple[tuple[str, ...], ...] = ()  # the columns of each UNIQUE constraint or unique index
 
     @property
     def qualified(self) -> str:
@@ -172,7 +173,13 @@ def table_by_id(conn: sqlite3.Connection, db: str, object_id: int) -> TableInfo:
         "SELECT ic.column_id FROM indexes i JOIN index_columns ic ON ic.db = i.db AND ic.object_id = i.object_id "
         "AND ic.index_id = i.index_id WHERE i.db = ? AND i.object_id = ? AND i.is_primary_key = 1 "
         "ORDER BY ic.key_ordinal", (db, object_id)))
-    return TableInfo(row[0], object_id, row[1], row[2], columns, key)
+    unique: dict[int, list[str]] = {}
+    for index_id, column_id in conn.execute(
+            "SELECT i.index_id, ic.column_id FROM indexes i JOIN index_columns ic ON ic.db = i.db "
+            "AND ic.object_id = i.object_id AND ic.index_id = i.index_id WHERE i.db = ? AND i.object_id = ? "
+            "AND i.is_primary_key = 0 ORDER BY i.index_id, ic.key_ordinal", (db, object_id)):
+        unique.setdefault(index_id, []).append(by_id[column_id])
+    return TableInfo(row[0], object_id, row[1], row[2], columns, key, tuple(tuple(c) for c in unique.values()))
 
 
 def table_rows(conn: sqlite3.Connection, info: TableInfo) -> list[tuple[int, dict[str, Any]]]:

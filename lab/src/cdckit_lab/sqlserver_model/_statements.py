@@ -28,7 +28,6 @@ from ._errors import (
     DataError,
     ProgrammingError,
     UnmodelledStatementError,
-    insufficient_arguments,
     invalid_column,
     invalid_object,
     pyodbc_error,
@@ -60,6 +59,7 @@ def _item(prefix: str) -> str:
 
 
 _LIST = rf"{_item('')}(?:, {_item('')})*"
+_ALIAS_LIST = rf"{_item('ct.')}(?:, {_item('ct.')})*"  # a change table's columns behind its alias
 _ITEMS = re.compile(rf"{_item('ct.')}|{_item('')}")
 # the conversion an item applies, by the text only it holds
 _CONVERSIONS = {".STAsBinary()": "spatial", ".ToString()": "hierarchyid", " AS nvarchar(4000))": "sql_variant"}
@@ -148,8 +148,9 @@ def converted(result: Result, text: str) -> Result:
 
 
 def _compile(rendered: str) -> re.Pattern[str]:
-    """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; QQxQQ = a name inside brackets;
-    QQCONDQQ = a signal's additional condition; QQTYPExQQ = a type as CAST takes it."""
+    """Sentinels: QQDBQQ = a quoted database; [QQLxQQ] = a list of quoted names; ct.[QQPxQQ] = a list of quoted
+    names each behind the alias ``ct.``; QQxQQ = a name inside brackets; QQCONDQQ = a signal's additional condition;
+    QQTYPExQQ = a type as CAST takes it."""
     pattern = re.escape(normalise(rendered))
     seen: set[str] = set()
 
@@ -160,6 +161,7 @@ def _compile(rendered: str) -> re.Pattern[str]:
         return f"(?P<{name}>{regex})"
 
     counter = iter(range(1, 100))
+    pattern = re.sub(r"ct\\\.\\\[QQP(\w+?)QQ\\\]", lambda m: group(f"{m[1]}_{next(counter)}", _ALIAS_LIST), pattern)
     pattern = re.sub(r"\\\[QQL(\w+?)QQ\\\]", lambda m: group(f"{m[1]}_{next(counter)}", _LIST), pattern)
     pattern = re.sub("QQDBQQ", lambda m: group("db", rf"\[{_IDENT}\]"), pattern)
     pattern = re.sub(r"QQTYPE(\w+?)QQ", lambda m: group(m[1], _TYPE), pattern)
@@ -367,36 +369,53 @@ def _change_counts(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s:
 
 
 def _changes(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """A change table read directly (``queries.changes_query``): its rows with start_lsn in [from, to] in the order
+    the statement asks, each with its commit time from ``cdc.lsn_time_mapping`` (LEFT JOIN: NULL without a mapping
+    row) and its ``__$command_id`` (error 207 when the change table has no such column and the statement names it).
+    Unlike ``fn_cdc_get_all_changes_``, a range outside the instance's validity interval is not an error."""
     db = _database(conn, g)
-    name = unquote(g["inst"])
-    found = store.instances(conn, db, name=name)
-    if not found:
-        raise invalid_object(f"{db}.cdc.fn_cdc_get_all_changes_{name}")
+    _require_cdc(conn, db, "lsn_time_mapping")
+    table = unquote(g["inst"]) + "_CT"
+    object_id = _change_table_id(conn, db, table)
+    found = [i for i in store.instances(conn, db) if i.object_id == object_id]
     instance = found[0]
     captured = {column.name.casefold(): column for _, column in instance.captured}
     wanted = split_list(g["cols_1"])
     for column_name in wanted:
         if column_name.casefold() not in captured:
             raise invalid_column(column_name)
-    low, high, top = _binary(p[0]), _binary(p[1]), store.max_lsn(conn, db)
-    if low is None or high is None or top is None or low < instance.start_lsn or high > top or low > high:
-        raise insufficient_arguments()
+    has_command_id = conn.execute("SELECT 1 FROM columns WHERE db = ? AND object_id = ? AND name = '__$command_id'",
+                                  (db, object_id)).fetchone() is not None
+    by_command = "ct.[__$command_id]" in g["_sql"]
+    if by_command and not has_command_id:
+        raise invalid_column("__$command_id")
+    low, high = _binary(p[0]), _binary(p[1])
     out = [_lsn_out("__$start_lsn"), _lsn_out("__$seqval"), _out("__$operation", "int", 4, 10),
            _out("__$update_mask", "varbinary", 128)]
     out += [OutColumn(captured[n.casefold()].name, captured[n.casefold()]) for n in wanted]
-    out.append(_out("__$commit_time", "datetime", 8, 23, 3))
+    out += [_out("__$commit_time", "datetime", 8, 23, 3), _out("__$command_id", "int", 4, 10)]
+    if low is None or high is None:
+        return Result(out, [])
     times = dict(conn.execute("SELECT start_lsn, tran_end_time FROM lsn_time_mapping WHERE db = ? "
                               "AND start_lsn >= ? AND start_lsn <= ?", (db, low, high)).fetchall())
+    order = "start_lsn, command_id, seqval, operation" if by_command else "start_lsn, seqval, operation"
     rows = []
-    for start, seqval, operation, mask, data in conn.execute(
-            "SELECT start_lsn, seqval, operation, update_mask, data FROM change_rows WHERE db = ? AND object_id = ? "
-            "AND start_lsn >= ? AND start_lsn <= ? ORDER BY start_lsn, seqval, operation",
-            (db, instance.object_id, low, high)):
+    for start, seqval, operation, mask, command_id, data in conn.execute(
+            "SELECT start_lsn, seqval, operation, update_mask, command_id, data FROM change_rows WHERE db = ? "
+            f"AND object_id = ? AND start_lsn >= ? AND start_lsn <= ? ORDER BY {order}",
+            (db, object_id, low, high)):
         values = json.loads(data)
-        image = tuple(decode(c.column, values.get(c.column.name)) for c in out[4:-1])
+        image = tuple(decode(c.column, values.get(c.column.name)) for c in out[4:-2])
         rows.append((bytes(start), bytes(seqval), operation, bytes(mask), *image,
-                     decode(out[-1].column, times.get(start))))
+                     decode(out[-2].column, times.get(start)), command_id if by_command else None))
     return converted(Result(out, rows), g["cols_1"])
+
+
+def _command_id_column(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    db = _database(conn, g)
+    row = conn.execute("SELECT COUNT(*) FROM columns WHERE db = ? AND object_id = ? AND name = ?",
+                       (db, p[0], p[1])).fetchone()
+    return _scalar(_out("", "int", 4, 10, nullable=False), int(row[0]))
 
 
 def _table(conn: sqlite3.Connection, g: dict[str, str]) -> store.TableInfo:
@@ -666,7 +685,9 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("DDL_HISTORY", q.DDL_HISTORY.format(db=db), _ddl_history),
         ("NTH_TRANSACTION_LSN", q.NTH_TRANSACTION_LSN.format(db=db), _nth_transaction_lsn),
         ("CHANGE_COUNTS", q.CHANGE_COUNTS.format(db=db, change_table=q.change_table("QQinstQQ")), _change_counts),
-        ("changes_query", q.changes_query(db, "QQinstQQ", ["QQLcolsQQ"]), _changes),
+        ("changes_query", q.changes_query(db, "QQinstQQ", ["QQPcolsQQ"]), _changes),
+        ("changes_query", q.changes_query(db, "QQinstQQ", ["QQPcolsQQ"], command_id=False), _changes),
+        ("COMMAND_ID_COLUMN", q.COMMAND_ID_COLUMN.format(db=db), _command_id_column),
         ("select_rows/read_signals",
          q.read_signals(db, "QQschemaQQ.QQtableQQ").replace("[id], [type], [data]", "[QQLcolsQQ]"), _select_rows),
         ("row_count", q.row_count(*table), _row_count),

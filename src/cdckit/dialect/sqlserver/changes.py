@@ -1,10 +1,11 @@
 """Reading change tables by LSN range and folding their rows into change events, as Debezium does.
 
 A batch covers whole transactions: every change whose commit LSN (``__$start_lsn``) lies in ``(start, end]``.
-Rows come ordered by (commit LSN, ``__$seqval``, ``__$operation``). An update's two rows (operation 3 then 4)
-become one ``u`` event with ``event_serial_no`` 2; a primary-key update, which SQL Server logs as a delete and
-an insert under the same LSNs, becomes a delete (serial 1), its tombstone, and a create (serial 2); any other
-row is one event with serial 1.
+Rows come from the change table ordered by (commit LSN, ``__$command_id``, ``__$seqval``, ``__$operation``), the
+order Microsoft documents for a transaction's changes (``__$seqval`` alone misorders a deferred update's rows). An
+update's two rows (operation 3 then 4) become one ``u`` event with ``event_serial_no`` 2; any other row is one event
+with serial 1, except a delete and an insert at one seqval in a change table without ``__$command_id``: a
+primary-key update, a delete (serial 1), its tombstone, and a create (serial 2), as Debezium numbers them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cdckit.dialect.sqlserver import queries
 from cdckit.dialect.sqlserver.catalog import CaptureInstance, lsn_bytes, lsn_int
 from cdckit.dialect.sqlserver.connection import server_datetime
 from cdckit.errors import CdcKitError, SourcePreconditionError
-from cdckit.events import ChangeEvent, Position
+from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.debezium.source import format_sqlserver_lsn
 
 log = logging.getLogger("cdckit.sqlserver")
@@ -222,16 +223,37 @@ def pending_end(cursor: Any, instances: Sequence[CaptureInstance], start: int, u
 
 
 def read_changes(cursor: Any, instance: CaptureInstance, first: int, end: int) -> Iterator[Sequence[Any]]:
+    """The change table's rows with commit LSN in [first, end], in SQL Server's order of the changes: commit LSN,
+    ``__$command_id``, ``__$seqval``, operation (``queries.changes_query``)."""
     db = queries.quote_name(instance.database)
     columns = [c.name for c in instance.columns]
     types = {c.name: c.type_name for c in instance.columns}
-    cursor.execute(queries.changes_query(db, instance.capture_instance, columns, types), lsn_bytes(first),
-                   lsn_bytes(end))
+    cursor.execute(queries.changes_query(db, instance.capture_instance, columns, _has_command_id(cursor, instance),
+                                         types), lsn_bytes(first), lsn_bytes(end))
     while True:
         rows = cursor.fetchmany(2000)
         if not rows:
             return
         yield from rows
+
+
+_COMMAND_ID_WARNED: set[tuple[str, str]] = set()
+
+
+def _has_command_id(cursor: Any, instance: CaptureInstance) -> bool:
+    """Whether the change table has ``__$command_id``; without it (SQL Server 2012-2016 before the cumulative update
+    of KB 3030352) a warning says once that deferred updates can be misordered there."""
+    cursor.execute(queries.COMMAND_ID_COLUMN.format(db=queries.quote_name(instance.database)), instance.object_id,
+                   "__$command_id")
+    row = cursor.fetchone()
+    present = bool(row and row[0])
+    if not present and (instance.database, instance.capture_instance) not in _COMMAND_ID_WARNED:
+        _COMMAND_ID_WARNED.add((instance.database, instance.capture_instance))
+        log.warning("the change table of capture instance %s in %s has no __$command_id column (SQL Server before "
+                    "the cumulative update of KB 3030352): its rows are ordered by __$seqval, which can put a "
+                    "deferred update's insert before its delete; install the update and re-enable CDC on the table",
+                    instance.capture_instance, instance.database)
+    return present
 
 
 def server_utc_offset_minutes(cursor: Any) -> int:
@@ -240,73 +262,134 @@ def server_utc_offset_minutes(cursor: Any) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+class _Slots:
+    """Each event's place in its transaction: its ``__$seqval``, or just after the previous event's place when SQL
+    Server logged the change with a lower seqval than the change before it (a deferred update, read in
+    ``__$command_id`` order). Places only grow within a commit, so positions order events as they were read."""
+
+    def __init__(self) -> None:
+        self.commit = -1
+        self.last = -1
+
+    def place(self, commit: int, seqval: int) -> int:
+        if commit != self.commit:
+            self.commit, self.last = commit, -1
+        self.last = max(seqval, self.last + 1)
+        return self.last
+
+
 def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]],
                  utc_offset_minutes: int = 0) -> Iterator[ChangeEvent]:
-    """Change-table rows (ordered) -> change events with Debezium's event_serial_no.
+    """Change-table rows (in ``read_changes``' order) -> change events with Debezium's event_serial_no.
 
+    An update's rows 3 and 4 (one seqval, one command) become one ``u`` event with serial 2. A delete followed by an
+    insert at the same seqval without command ids (a change table from before ``__$command_id``) is a primary-key
+    update: delete (serial 1), its tombstone, create (serial 2), Debezium's function-mode numbering. With command ids
+    the two are separate commands, so separate events with serial 1 each, as Debezium's direct mode numbers them.
     Commit times are the server's local time; ``utc_offset_minutes`` (``server_utc_offset_minutes``) turns them
     into UTC for ``source.ts_ms``.
     """
     names = [c.name for c in instance.columns]
+    command_at = 5 + len(names)
     shift_ms = utc_offset_minutes * 60_000
+    slots = _Slots()
+
+    def command(row: Sequence[Any]) -> Any:
+        return row[command_at] if len(row) > command_at else None
+
+    def single(row: Sequence[Any]) -> Iterator[ChangeEvent]:
+        yield from _single(instance, names, row, shift_ms, slots.place(lsn_int(row[0]), lsn_int(row[1])))
+
     pending: Sequence[Any] | None = None  # an operation-3 row waiting for its 4, or a 1 that may pair with a 2
     for row in rows:
         if pending is not None:
-            same_change = row[0] == pending[0] and row[1] == pending[1]
+            same_change = row[0] == pending[0] and row[1] == pending[1] and command(row) == command(pending)
             if pending[2] == 3:
                 if not (same_change and row[2] == 4):
                     raise SourcePreconditionError(
                         f"change table of {instance.capture_instance} has an update's old row (operation 3) at "
                         f"LSN {format_sqlserver_lsn(lsn_int(pending[0]))} without its new row (operation 4)")
-                yield _event(instance, names, "u", pending, row, 2, shift_ms)
+                place = slots.place(lsn_int(row[0]), lsn_int(row[1]))
+                yield _event(instance, names, "u", pending, row, 2, shift_ms, place)
                 pending = None
                 continue
-            if pending[2] == 1 and same_change and row[2] == 2:  # a primary-key update
-                yield _event(instance, names, "d", pending, None, 1, shift_ms)
-                yield _event(instance, names, "c", None, row, 2, shift_ms)
+            if pending[2] == 1 and same_change and row[2] == 2 and command(row) is None:  # a primary-key update
+                place = slots.place(lsn_int(row[0]), lsn_int(row[1]))
+                yield _event(instance, names, "d", pending, None, 1, shift_ms, place)
+                yield _event(instance, names, "c", None, row, 2, shift_ms, place)
                 pending = None
                 continue
-            yield from _single(instance, names, pending, shift_ms)
+            yield from single(pending)
             pending = None
         if row[2] in (1, 3):
             pending = row
         else:
-            yield from _single(instance, names, row, shift_ms)
+            yield from single(row)
     if pending is not None:
-        yield from _single(instance, names, pending, shift_ms)
+        yield from single(pending)
 
 
-def _single(instance: CaptureInstance, names: list[str], row: Sequence[Any], shift_ms: int
+def _single(instance: CaptureInstance, names: list[str], row: Sequence[Any], shift_ms: int, place: int
             ) -> Iterator[ChangeEvent]:
     if row[2] == 1:
-        yield _event(instance, names, "d", row, None, 1, shift_ms)
+        yield _event(instance, names, "d", row, None, 1, shift_ms, place)
     elif row[2] == 2:
-        yield _event(instance, names, "c", None, row, 1, shift_ms)
+        yield _event(instance, names, "c", None, row, 1, shift_ms, place)
     else:
         raise SourcePreconditionError(
             f"change table of {instance.capture_instance} has an update's old row (operation 3) at LSN "
             f"{format_sqlserver_lsn(lsn_int(row[0]))} without its new row (operation 4)")
 
 
-def _values(names: list[str], row: Sequence[Any]) -> dict[str, object]:
-    return dict(zip(names, row[4:4 + len(names)], strict=True))
+def _values(names: list[str], row: Sequence[Any], large: Sequence[int] = ()) -> dict[str, object]:
+    """A row image by column name. ``large``: the indexes of the large-object columns, for an update's rows (3 and 4):
+    SQL Server leaves such a column NULL there when the update did not change it (Microsoft's cdc.<capture_instance>_CT,
+    "Large Object Data Types"), so a NULL whose ``__$update_mask`` bit is clear is not a value but an unknown one,
+    written as Debezium's ``unavailable.value.placeholder`` (debezium/dbz#1164), as for PostgreSQL's TOAST."""
+    values: dict[str, object] = dict(zip(names, row[4:4 + len(names)], strict=True))
+    if large:
+        mask = bytes(row[3] or b"")
+        for index in large:
+            if values[names[index]] is None and not _bit_set(mask, index + 1):
+                values[names[index]] = UNAVAILABLE
+    return values
+
+
+def _bit_set(mask: bytes, ordinal: int) -> bool:
+    """``sys.fn_cdc_is_bit_set``: column ordinal 1 is the lowest bit of the mask's LAST byte."""
+    at = len(mask) - 1 - (ordinal - 1) // 8
+    return at >= 0 and bool(mask[at] >> ((ordinal - 1) % 8) & 1)
+
+
+def large_object_columns(instance: CaptureInstance) -> tuple[int, ...]:
+    """The indexes of the capture instance's columns stored as large objects: text, ntext, image and every type
+    sys.columns gives max_length -1 ((max) types, xml, the spatial types)."""
+    return tuple(i for i, c in enumerate(instance.columns)
+                 if c.type_name in ("text", "ntext", "image") or c.max_length == -1)
 
 
 def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequence[Any] | None,
-           after: Sequence[Any] | None, serial: int, shift_ms: int = 0) -> ChangeEvent:
+           after: Sequence[Any] | None, serial: int, shift_ms: int = 0, place: int | None = None) -> ChangeEvent:
+    """``place``: the event's place in its transaction (``_Slots``), its change LSN unless SQL Server logged it out
+    of seqval order; the change LSN itself goes to ``source.change_lsn``."""
     row = after if after is not None else before
     assert row is not None
     commit_lsn, change_lsn = lsn_int(row[0]), lsn_int(row[1])
+    place = change_lsn if place is None else place
     commit_time = row[4 + len(names)]
     ts_ms = _epoch_ms(commit_time) - shift_ms
+    large = large_object_columns(instance) if op == "u" else ()
     # cdckit's ordering key: a primary-key update's create comes after the delete's tombstone (serial 1).
     ordering = 2 if op == "c" and serial == 2 else 0
+    extra: dict[str, object] = {"event_serial_no": serial}
+    if place != change_lsn:
+        extra["change_lsn"] = change_lsn
     return ChangeEvent(
         instance.schema, instance.name, op,
-        _values(names, before) if before is not None else None,
-        _values(names, after) if after is not None else None,
-        Position(commit_lsn, change_lsn, ordering), ts_ms, None,
-        extra={"event_serial_no": serial}, database=instance.database)
+        _values(names, before, large) if before is not None else None,
+        _values(names, after, large) if after is not None else None,
+        Position(commit_lsn, place, ordering), ts_ms, None,
+        extra=extra, database=instance.database)
 
 
 def _epoch_ms(moment: Any) -> int:

@@ -27,7 +27,7 @@ AGENT_RUNNING = (
     "FROM sys.dm_server_services dss WHERE dss.[servicename] LIKE N'SQL Server Agent (%'"
 )
 
-# Minutes east of UTC of the server clock: commit times from fn_cdc_map_lsn_to_time are local server time.
+# Minutes east of UTC of the server clock: commit times in cdc.lsn_time_mapping are local server time.
 SERVER_UTC_OFFSET = "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())"
 
 MAX_LSN = "SELECT {db}.sys.fn_cdc_get_max_lsn()"
@@ -145,18 +145,34 @@ def select_list(columns: Sequence[str], types: Mapping[str, str] | None = None, 
     return ", ".join(column_expression(column, (types or {}).get(column, ""), prefix) for column in columns)
 
 
-def changes_query(db: str, capture_instance: str, columns: Sequence[str],
+def changes_query(db: str, capture_instance: str, columns: Sequence[str], command_id: bool = True,
                   types: Mapping[str, str] | None = None) -> str:
-    """All changes of a capture instance with commit LSN in [from, to], update pairs as rows 3 and 4; ``types``
-    (column name -> sys.types name) chooses the conversions of ``column_expression``."""
-    selected = select_list(columns, types)
-    function = quote_name(f"fn_cdc_get_all_changes_{capture_instance}")
+    """All changes of a capture instance with commit LSN in [from, to], read from its change table, update pairs as
+    rows 3 and 4, then ``__$command_id`` (NULL where the change table has none) and the commit time.
+
+    A transaction's rows are ordered by ``__$command_id``, then ``__$seqval``: Microsoft added the column (KB 3030352)
+    because ``__$seqval`` alone misorders the delete and insert rows of a deferred update, and
+    ``cdc.fn_cdc_get_all_changes_<instance>`` does not return it. This is Debezium's ``data.query.mode=direct`` read
+    (the change table WITH (NOLOCK), its commit times from ``cdc.lsn_time_mapping``), bounded on both sides so it is
+    a range seek on the change table's clustered index. Change tables from before that update have no
+    ``__$command_id`` (``command_id=False``): their rows can only be ordered by ``__$seqval``. ``types`` (column
+    name -> sys.types name) chooses the conversions of ``column_expression``.
+    """
+    selected = select_list(columns, types, "ct.")
+    order = "ct.[__$command_id], " if command_id else ""
+    command = "ct.[__$command_id]" if command_id else "CAST(NULL AS int)"
     return (
-        f"SELECT [__$start_lsn], [__$seqval], [__$operation], [__$update_mask], {selected}, "
-        f"{db}.sys.fn_cdc_map_lsn_to_time([__$start_lsn]) AS [__$commit_time] "
-        f"FROM {db}.cdc.{function}(?, ?, N'all update old') "
-        f"ORDER BY [__$start_lsn], [__$seqval], [__$operation]"
+        f"SELECT ct.[__$start_lsn], ct.[__$seqval], ct.[__$operation], ct.[__$update_mask], {selected}, "
+        f"ltm.[tran_end_time] AS [__$commit_time], {command} AS [__$command_id] "
+        f"FROM {db}.cdc.{change_table(capture_instance)} AS ct WITH (NOLOCK) "
+        f"LEFT JOIN {db}.cdc.lsn_time_mapping AS ltm ON ltm.[start_lsn] = ct.[__$start_lsn] "
+        f"WHERE ct.[__$start_lsn] >= ? AND ct.[__$start_lsn] <= ? "
+        f"ORDER BY ct.[__$start_lsn], {order}ct.[__$seqval], ct.[__$operation]"
     )
+
+
+# Whether a change table has the __$command_id column (SQL Server 2012-2016 before KB 3030352's update lack it).
+COMMAND_ID_COLUMN = "SELECT COUNT(*) FROM {db}.sys.columns WHERE object_id = ? AND name = ?"
 
 
 def change_table(capture_instance: str) -> str:

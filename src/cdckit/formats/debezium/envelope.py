@@ -322,7 +322,11 @@ class TableFormat:
             mapped = map_sqlserver_column(column, settings.sqlserver_mapping)
             character = column.type_name in _MSSQL_CHARACTER
             length = -1 if column.max_length < 0 else column.max_length // (2 if column.type_name[0] == "n" else 1)
-            placeholder = PLACEHOLDER if character else None
+            # Debezium's unavailable.value.placeholder for an unchanged large object: the text, or its bytes in the
+            # binary.handling.mode's form (SqlServerValueConverters.convertString / convertBinary)
+            placeholder = PLACEHOLDER if character or column.type_name == "xml" else (
+                mapped.convert_value(PLACEHOLDER.encode()) if column.type_name in ("binary", "varbinary", "image")
+                else None)
         else:
             found = map_column(column, settings.mapping)
             if found is None:

@@ -140,7 +140,14 @@ class SqlServerSource:
             **payload,
             "schema": event.schema,
             "table": event.table,
-            "change_lsn": None if snapshot else format_sqlserver_lsn(event.position.lsn),
+            "change_lsn": None if snapshot else format_sqlserver_lsn(_change_lsn(event)),
             "commit_lsn": format_sqlserver_lsn(event.position.commit_lsn),
             "event_serial_no": None if snapshot or serial is None else int(str(serial)),
         }
+
+
+def _change_lsn(event: ChangeEvent) -> int:
+    """A SQL Server change's ``__$seqval``: its position's LSN, unless the change was logged out of seqval order (a
+    deferred update), when its position is its place in the transaction and the seqval is kept beside it."""
+    value = event.extra.get("change_lsn")
+    return event.position.lsn if value is None else int(str(value))

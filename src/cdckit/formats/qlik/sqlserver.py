@@ -285,8 +285,10 @@ def change_headers(event: ChangeEvent) -> ChangeHeaders:
     """A change's CDC headers: its position as the change sequence, its change LSN, its commit LSN as the
     transaction id."""
     position = event.position
+    change_lsn = event.extra.get("change_lsn")  # kept beside the position when logged out of seqval order
     return ChangeHeaders(change_sequence(position.commit_lsn, position.lsn, position.serial),
-                         stream_position(position.lsn), transaction_id(position.commit_lsn))
+                         stream_position(position.lsn if change_lsn is None else int(str(change_lsn))),
+                         transaction_id(position.commit_lsn))
 
 
 MAPPING = SourceMapping(qlik_table, qlik_row, change_headers)
