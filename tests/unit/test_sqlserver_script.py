@@ -189,3 +189,30 @@ def test_the_fixture_scripts_run(model: SqlServerModel) -> None:
     runner.run_file(FIXTURES / "changes.sql")
     assert runner.report.rows_changed == 9 + 14
     assert len(rows(model, "customer")[0]["notes"]) == 10_000
+
+
+def test_every_kit_script_runs_and_lists_what_the_model_does_not_model(model: SqlServerModel) -> None:
+    runner = ScriptRunner(model, "testDB")
+    runner.run("CREATE TABLE dbo.customers (id int PRIMARY KEY, country char(2) NULL);")
+    enable_cdc(runner, "testDB")
+    runner.run(edit_variables((SQL / "04_tune_capture_job.sql").read_text(), {"maxtrans": 1000}))
+    assert runner.report.messages[-3:] == ["Capture job settings changed.", "Capture job restarted.",
+                                           "Cleanup job retention changed."]
+    runner.run(edit_variables((SQL / "04_tune_capture_job.sql").read_text(), {"maxtrans": 1000}))
+    assert runner.report.messages[-2:] == ["Capture job already has these settings; nothing to do.",
+                                           "Cleanup job retention already set (or no cleanup job); nothing to do."]
+    runner.run(edit_variables((SQL / "05_cdckit_login_and_role.sql").read_text(),
+                              {"password": "An0ther-Strong-Passw0rd"}))
+    for name in ("06_signal_table.sql", "07_verify.sql", "08_schema_change_new_capture_instance.sql"):
+        runner.run((SQL / name).read_text(), name)
+    runner.run(edit_variables((SQL / "08_schema_change_new_capture_instance.sql").read_text(),
+                              {"step": 2, "cdckit_switched": 1}))
+    conn = store.open_sqlite(model.path)
+    assert [i.capture_instance for i in store.instances(conn, "testDB")] == ["dbo_debezium_signal",
+                                                                            "dbo_customers_v2"]
+    conn.close()
+    assert {"CREATE LOGIN", "CREATE USER", "CREATE ROLE", "ALTER ROLE", "GRANT (permissions)",
+            "SQL Server Agent job settings (kept; the model's capture job runs at commit)"} <= set(
+        runner.report.not_modelled)
+    with pytest.raises(ScriptError, match="Set @password to a real strong password"):
+        runner.run((SQL / "05_cdckit_login_and_role.sql").read_text(), "05")

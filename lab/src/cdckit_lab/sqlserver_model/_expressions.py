@@ -21,7 +21,7 @@ import datetime as dt
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -45,7 +45,7 @@ class Scope:
     row: Mapping[str, Any] = field(default_factory=dict)
     variables: dict[str, Any] = field(default_factory=dict)
     functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    exists: Callable[[exp.Select, Scope], bool] | None = None
+    rows: Callable[[exp.Select, Scope], list[dict[str, Any]]] | None = None  # a subquery's rows (catalog views)
     now: Callable[[], dt.datetime] = dt.datetime.now
     types: Mapping[str, str] = field(default_factory=dict)  # column or "@variable" (folded) -> sys.types name
 
@@ -214,9 +214,9 @@ def truth(node: exp.Expression, scope: Scope) -> bool | None:
     if isinstance(node, exp.Is):
         return value(node.this, scope) is None
     if isinstance(node, exp.Exists):
-        if scope.exists is None:
+        if scope.rows is None:
             raise UnsupportedConstruct(f"EXISTS here: {node.sql('tsql')}")
-        return scope.exists(node.this, scope)
+        return bool(scope.rows(node.this, scope))
     if isinstance(node, exp.In):
         if node.args.get("query"):
             raise UnsupportedConstruct(f"IN (subquery): {node.sql('tsql')}")
@@ -302,9 +302,9 @@ def value(node: exp.Expression, scope: Scope) -> Any:
     if isinstance(node, exp.Boolean):
         return int(bool(node.this))
     if isinstance(node, exp.Column):
-        if node.table:
-            raise UnsupportedConstruct(f"qualified column {node.sql('tsql')}")
-        return scope.column(node.name)
+        return scope.column(node.name)  # one table in scope: a qualifier (alias.column) names it
+    if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select) and scope.rows is not None:
+        return _scalar_subquery(node.this, scope)
     if isinstance(node, exp.Parameter):
         name = node.name.casefold()
         if name not in scope.variables:
@@ -337,11 +337,29 @@ def value(node: exp.Expression, scope: Scope) -> Any:
     if isinstance(node, exp.Cast | exp.TryCast):
         return convert(value(node.this, scope), column_of_type(node.to))
     if isinstance(node, exp.Convert):
-        return convert(value(node.expression, scope), column_of_type(node.this))
+        target, found = column_of_type(node.this), value(node.expression, scope)
+        style = node.args.get("style")
+        if isinstance(found, bytes) and style is not None and target.type_name in ("char", "varchar", "nchar",
+                                                                                  "nvarchar"):
+            # binary to text: style 1 is 0x and hexadecimal digits, style 2 the digits alone
+            found = ("0x" if int(value(style, scope)) == 1 else "") + found.hex().upper()
+        return convert(found, target)
     if isinstance(node, exp.Predicate | exp.Connector | exp.Not):
         result = truth(node, scope)
         return None if result is None else int(result)
     return _function(node, scope)
+
+
+def _scalar_subquery(select: exp.Select, scope: Scope) -> Any:
+    """``(SELECT COUNT(*) FROM view WHERE ...)`` or ``(SELECT column FROM view WHERE ...)`` (its first row)."""
+    assert scope.rows is not None
+    found = scope.rows(select, scope)
+    if len(select.expressions) != 1:
+        raise UnsupportedConstruct(f"subquery {select.sql('tsql')}")
+    item = select.expressions[0]
+    if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
+        return len(found)
+    return value(item, replace(scope, row=found[0])) if found else None
 
 
 def _args(node: exp.Expression, scope: Scope, *names: str) -> list[Any]:

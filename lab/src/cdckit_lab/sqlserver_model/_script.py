@@ -18,7 +18,6 @@ statement and the construct.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,16 +44,17 @@ from ._expressions import (
     truth,
     value,
 )
+from ._script_catalog import JOB_DEFAULTS, TABLE_VARIABLE, Catalog, job_key, server_message
 from ._script_ddl import create_function, create_table, create_type, object_name, parenthesised, split_items
-from ._statements import PRODUCT_VERSION
 from ._tsql import Block, If, Node, ScriptSyntaxError, Statement, TryCatch, batches, parse_batch
+from ._tsql import tokens as tsql_tokens
 from ._types import ModelColumn
 
 _SESSION_OPTIONS = {"NOCOUNT", "ANSI_NULLS", "QUOTED_IDENTIFIER", "ANSI_PADDING", "ANSI_WARNINGS", "ARITHABORT",
                     "CONCAT_NULL_YIELDS_NULL", "NUMERIC_ROUNDABORT", "XACT_ABORT", "DATEFORMAT", "LANGUAGE",
                     "TRANSACTION", "LOCK_TIMEOUT", "DEADLOCK_PRIORITY", "STATISTICS", "ANSI_NULL_DFLT_ON"}
-_ACCEPTED_PROCEDURES = {"sp_cdc_change_job", "sp_cdc_start_job", "sp_cdc_stop_job", "sp_addrolemember",
-                        "sp_addextendedproperty", "rds_set_configuration", "sp_cdc_help_change_data_capture"}
+_ACCEPTED_PROCEDURES = {"sp_cdc_start_job", "sp_cdc_stop_job", "sp_addrolemember", "sp_addextendedproperty",
+                        "rds_set_configuration", "sp_cdc_help_change_data_capture", "sp_cdc_help_jobs"}
 
 
 class ScriptError(Exception):
@@ -88,6 +88,7 @@ class ScriptRunner:
         self._identity_insert: set[str] = set()
         self._variables: dict[str, Any] = {}
         self._types: dict[str, ModelColumn] = {}
+        self._table_variables: dict[str, list[dict[str, Any]]] = {}
         self._caught: Error | None = None
 
     # -- running ------------------------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class ScriptRunner:
             transaction.__exit__(RuntimeError, RuntimeError("script failed"), None)
 
     def _batch(self, text: str, first_line: int) -> None:
-        self._variables, self._types = {}, {}  # variables live for one batch
+        self._variables, self._types, self._table_variables = {}, {}, {}  # variables live for one batch
         with suppress(_Return):
             self._node(parse_batch(text, first_line))
 
@@ -144,7 +145,7 @@ class ScriptRunner:
         except (_Return, _Failure):
             raise
         except Error as error:
-            raise _Failure(statement, _server_message(error), error) from None
+            raise _Failure(statement, server_message(error), error) from None
         except UnsupportedConstruct as error:
             raise _Failure(statement, f"{error} is not supported by the model") from None
         except sqlglot.errors.ParseError as error:
@@ -186,7 +187,7 @@ class ScriptRunner:
         elif head == "USE":
             self.database = store_database(self.model, statement.tokens[1].text)
         elif head == "SELECT":
-            self.report.note("SELECT result sets (not returned)")
+            self._select(statement)
         elif head in ("GRANT", "DENY", "REVOKE"):
             self.report.note(f"{head} (permissions)")
         elif head == "ALTER" and words[1] in ("ROLE", "AUTHORIZATION", "USER", "LOGIN"):
@@ -317,11 +318,17 @@ class ScriptRunner:
             known = functions(conn, self.database)
         finally:
             conn.close()
-        catalog = _Catalog(self.model, self.database, self._caught)
+        catalog = Catalog(self.model, self.database, self._caught, self._table_variables)
         types = {f"@{name}": column.type_name for name, column in self._types.items()}
         types.update({c.name.casefold(): c.type_name for _, c in (info.columns if info else ())})
         return Scope(row=row or {}, variables=self._variables, functions={**known, **catalog.functions()},
-                     exists=catalog.exists, now=self.model.clock, types=types)
+                     rows=catalog.rows, now=self.model.clock, types=types)
+
+    def _with_table_variables(self, text: str) -> str:
+        """The text with each table variable ``@t`` written as the table ``[__table_variable_t]``."""
+        for name in self._table_variables:
+            text = re.sub(rf"@{re.escape(name)}\b", f"[{TABLE_VARIABLE}{name}]", text, flags=re.IGNORECASE)
+        return text
 
     def _value(self, text: str) -> Any:
         return value(parse_expression(text), self._scope())
@@ -330,7 +337,8 @@ class ScriptRunner:
         for item in split_items(statement.tokens[1:]):
             name = item[0].text.casefold().lstrip("@")
             if len(item) > 1 and item[1].upper == "TABLE":
-                raise UnsupportedConstruct("table variables")
+                self._table_variables[name] = []
+                continue
             at = 2 if len(item) > 1 and item[1].upper == "AS" else 1
             equals = next((i for i, t in enumerate(item) if t.text == "="), len(item))
             declared = statement.text[item[at].start - statement.tokens[0].start:
@@ -370,6 +378,45 @@ class ScriptRunner:
         else:
             raise UnsupportedConstruct(f"SET {tokens[1].text}")
 
+    def _select(self, statement: Statement) -> None:
+        """``SELECT @v = expression, ... [FROM view WHERE ...]`` assigns (once per row, the last row's value
+        staying); any other SELECT is a result set the model does not return."""
+        tree = parse_statement(self._with_table_variables(statement.text))
+        items = tree.expressions if isinstance(tree, exp.Select) else []
+        if not items or not all(isinstance(i, exp.EQ) and isinstance(i.this, exp.Parameter) for i in items):
+            self.report.note("SELECT result sets (not returned)")
+            return
+        scope = self._scope()
+        has_source = tree.args.get("from") or tree.args.get("from_")
+        for row in (scope.rows(tree, scope) if has_source and scope.rows and isinstance(tree, exp.Select) else [{}]):
+            for item in items:
+                self._assign(item.this.name.casefold(), value(item.expression, self._scope(row)))
+
+    def _insert_table_variable(self, name: str, tree: exp.Insert) -> None:
+        target = tree.this
+        if not isinstance(target, exp.Schema) or not isinstance(tree.expression, exp.Values):
+            raise UnsupportedConstruct("INSERT into a table variable other than (columns) VALUES")
+        names = [c.name for c in target.expressions]
+        scope = self._scope()
+        for row in tree.expression.expressions:
+            self._table_variables[name].append(dict(zip(names, (value(v, scope) for v in row.expressions),
+                                                        strict=True)))
+
+    def _change_job(self, database: str, named: Mapping[str, Any]) -> None:
+        """sys.sp_cdc_change_job: the settings are kept (msdb.dbo.cdc_jobs shows them); the model's capture job
+        runs at commit whatever they say."""
+        job_type = str(named.get("job_type", "capture")).lower()
+        if job_type not in JOB_DEFAULTS:
+            raise server_error(ProgrammingError, "42000", 22992, f"The specified @job_type '{job_type}' is not "
+                               "valid. Specify 'capture' or 'cleanup'.")
+        settings = {k: int(v) for k, v in named.items() if k in JOB_DEFAULTS[job_type] and v is not None}
+        with store.write_transaction(self.model.path) as conn:
+            key = job_key(database, job_type)
+            found = conn.execute("SELECT v FROM server WHERE k = ?", (key,)).fetchone()
+            merged = {**(json.loads(found[0]) if found else {}), **settings}
+            conn.execute("INSERT OR REPLACE INTO server (k, v) VALUES (?, ?)", (key, json.dumps(merged)))
+        self.report.note("SQL Server Agent job settings (kept; the model's capture job runs at commit)")
+
     def _raiserror(self, statement: Statement) -> None:
         inside, _ = parenthesised(statement.tokens, 1)
         base = statement.tokens[0].start
@@ -390,7 +437,7 @@ class ScriptRunner:
             raise UnsupportedConstruct("EXEC @return_status = ...")
         if tokens[at].kind == "var":
             procedure = str(self._variables.get(tokens[at].text.casefold().lstrip("@")) or "")
-            parts, _ = object_name(_tsql_tokens(procedure), 0)
+            parts, _ = object_name(tsql_tokens(procedure), 0)
             at += 1
         elif tokens[at].kind == "string" or tokens[at].text == "(":
             raise UnsupportedConstruct("EXEC of a string")
@@ -414,12 +461,14 @@ class ScriptRunner:
             text = named.get("stmt", positional[0] if positional else None)
             if len(positional) > 1 or set(named) - {"stmt"}:
                 raise UnsupportedConstruct("sp_executesql with parameters")
-            saved = (self.database, self._variables, self._types)
-            self.database = store_database(self.model, database)
+            saved = (self.database, self._variables, self._types, self._table_variables)
+            # the model has no master or msdb: their statements (logins, server permissions) run where the script is
+            if database.casefold() not in ("master", "msdb"):
+                self.database = store_database(self.model, database)
             try:
                 self._batch(str(text or ""), 1)
             finally:
-                self.database, self._variables, self._types = saved
+                self.database, self._variables, self._types, self._table_variables = saved
         elif name == "sp_cdc_enable_db":
             self.model.enable_cdc(database)
         elif name == "sp_cdc_enable_table":
@@ -435,6 +484,8 @@ class ScriptRunner:
                                  (int(setting),))
             else:
                 self.report.note(f"sp_configure '{option}'")
+        elif name == "sp_cdc_change_job":
+            self._change_job(database, named)
         elif name in _ACCEPTED_PROCEDURES:
             self.report.note(f"EXEC {name}")
         else:
@@ -478,10 +529,13 @@ class ScriptRunner:
         return (parts[-2] if len(parts) > 1 else "dbo"), parts[-1]
 
     def _dml(self, statement: Statement, head: str) -> None:
-        tree = parse_statement(statement.text)
+        tree = parse_statement(self._with_table_variables(statement.text))
         table = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
         if not isinstance(table, exp.Table) or any(tree.args.get(k) for k in ("with", "with_", "returning")):
             raise UnsupportedConstruct(f"{head} of this form")
+        if table.name.startswith(TABLE_VARIABLE) and isinstance(tree, exp.Insert):
+            self._insert_table_variable(table.name[len(TABLE_VARIABLE):], tree)
+            return
         schema, name = self._table_parts([p.name for p in table.parts])
         for part in ("expressions", "expression", "where"):
             for node in tree.args.get(part) or [] if part == "expressions" else [tree.args.get(part)]:
@@ -612,117 +666,12 @@ class _Failure(Exception):
         self.line, self.reason, self.error = statement.line, reason, error
 
 
-def _server_message(error: Error) -> str:
-    text = str(error.args[1] if len(error.args) > 1 else error)
-    text = re.sub(r"^\[\w+\] \[Microsoft\]\[ODBC Driver \d+ for SQL Server\]\[SQL Server\]", "", text)
-    return re.sub(r" \(SQLExecDirectW\)$", "", text)
-
-
-def _tsql_tokens(text: str) -> list[Any]:
-    from ._tsql import tokens
-
-    return tokens(text)
-
-
 def store_database(model: SqlServerModel, name: str) -> str:
     conn = store.open_sqlite(model.path)
     try:
         return store.database_name(conn, name)
     finally:
         conn.close()
-
-
-class _Catalog:
-    """The catalog functions and views a script's conditions may read."""
-
-    def __init__(self, model: SqlServerModel, database: str, caught: Error | None) -> None:
-        self.model, self.database, self.caught = model, database, caught
-
-    def _rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        conn = store.open_sqlite(self.model.path)
-        try:
-            cursor = conn.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        finally:
-            conn.close()
-
-    def _object_id(self, name: Any, kind: Any = None) -> int | None:
-        if name is None:
-            return None
-        parts, _ = object_name(_tsql_tokens(str(name)), 0)
-        if len(parts) == 3 and parts[0].casefold() != self.database.casefold():
-            return None
-        schema, table = (parts[-2] if len(parts) > 1 else "dbo"), parts[-1]
-        found = self._rows("SELECT t.object_id FROM tables t JOIN schemas s ON s.db = t.db AND s.schema_id = "
-                           "t.schema_id WHERE t.db = ? AND s.name = ? AND t.name = ?", self.database, schema, table)
-        return int(found[0]["object_id"]) if found else None
-
-    def functions(self) -> dict[str, Any]:
-        def db_id(name: Any = None) -> int | None:
-            found = self._rows("SELECT database_id FROM databases WHERE name = ?", name or self.database)
-            return int(found[0]["database_id"]) if found else None
-
-        def schema_id(name: Any) -> int | None:
-            found = self._rows("SELECT schema_id FROM schemas WHERE db = ? AND name = ?", self.database, name)
-            return int(found[0]["schema_id"]) if found else None
-
-        def quotename(text: Any, quote: Any = "[") -> str | None:
-            if text is None:
-                return None
-            if quote in ("[", "]"):
-                return "[" + str(text).replace("]", "]]") + "]"
-            return str(quote) + str(text).replace(str(quote), str(quote) * 2) + str(quote)
-
-        def serverproperty(name: Any) -> Any:
-            properties = {"productversion": PRODUCT_VERSION, "edition": "Developer Edition (64-bit)",
-                          "resourcelastupdatedatetime": dt.datetime(2022, 10, 8, 6, 31, 33)}
-            return properties.get(str(name).casefold())
-
-        caught = self.caught
-        return {
-            "db_id": db_id, "db_name": lambda *_: self.database, "object_id": self._object_id,
-            "schema_id": schema_id, "quotename": quotename, "is_srvrolemember": lambda *_: 1,
-            "is_member": lambda *_: 1, "serverproperty": serverproperty,
-            "error_number": lambda: None if caught is None else caught.number,
-            "error_message": lambda: None if caught is None else _server_message(caught),
-        }
-
-    def exists(self, select: exp.Select, scope: Scope) -> bool:
-        source = select.args.get("from") or select.args.get("from_")
-        if source is None or select.args.get("joins") or not isinstance(source.this, exp.Table):
-            raise UnsupportedConstruct(f"EXISTS over {select.sql('tsql')}")
-        table = source.this
-        view = f"{table.db}.{table.name}".casefold()
-        rows = self._view(view)
-        where = select.args.get("where")
-        for row in rows:
-            inner = Scope(row=row, variables=scope.variables, functions=scope.functions, exists=self.exists,
-                          now=scope.now)
-            if where is None or truth(where.this, inner) is True:
-                return True
-        return False
-
-    def _view(self, view: str) -> list[dict[str, Any]]:
-        db = self.database
-        if view == "sys.databases":
-            return self._rows("SELECT name, database_id, is_cdc_enabled FROM databases")
-        if view == "sys.tables":
-            return self._rows("SELECT t.object_id, t.name, t.schema_id, t.is_ms_shipped, EXISTS (SELECT 1 FROM "
-                              "change_tables c WHERE c.db = t.db AND c.source_object_id = t.object_id) AS "
-                              "is_tracked_by_cdc FROM tables t WHERE t.db = ?", db)
-        if view == "sys.schemas":
-            return self._rows("SELECT name, schema_id FROM schemas WHERE db = ?", db)
-        if view == "sys.filegroups":
-            return [{"name": "PRIMARY", "data_space_id": 1, "is_default": 1}]
-        if view == "sys.configurations":
-            size = self._rows("SELECT v FROM server WHERE k = 'max text repl size'")
-            setting = 65536 if not size or size[0]["v"] is None else int(size[0]["v"])
-            return [{"name": "max text repl size (B)", "value": setting, "value_in_use": setting}]
-        if view == "cdc.change_tables":
-            return self._rows("SELECT capture_instance, object_id, source_object_id, start_lsn, create_date FROM "
-                              "change_tables WHERE db = ?", db)
-        raise UnsupportedConstruct(f"the catalog view {view} in a condition")
 
 
 def edit_variables(text: str, values: Mapping[str, Any]) -> str:
