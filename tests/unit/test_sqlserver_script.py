@@ -131,6 +131,15 @@ def test_update_expressions_read_the_row_before_the_statement(runner: ScriptRunn
         (1, 20, 10, -1), (2, 7, None, 10), (1, 3, 4, 9)]
 
 
+def test_an_update_of_several_keys_is_one_deferred_update(runner: ScriptRunner, model: SqlServerModel) -> None:
+    enable_cdc(runner, "testDB")
+    runner.run("INSERT INTO shop.line (order_id, line_no, qty, price) VALUES (1, 1, 1, 1), (1, 2, 2, 1);\n"
+               "UPDATE shop.line SET line_no = line_no + 1 WHERE order_id = 1;")
+    assert sorted((r["line_no"], r["qty"]) for r in rows(model, "line")) == [(2, 1), (3, 2)]
+    streamed = [(operation, data["line_no"]) for _, operation, data in change_rows(model, "line")]
+    assert sorted(streamed[2:]) == [(1, 1), (1, 2), (2, 2), (2, 3)]  # deletes and inserts, no update pair
+
+
 def test_a_transaction_is_one_commit_and_a_rollback_leaves_nothing(runner: ScriptRunner,
                                                                   model: SqlServerModel) -> None:
     enable_cdc(runner, "testDB")
@@ -187,7 +196,7 @@ def test_the_fixture_scripts_run(model: SqlServerModel) -> None:
     runner.run_file(FIXTURES / "schema.sql")
     enable_cdc(runner, "testDB")
     runner.run_file(FIXTURES / "changes.sql")
-    assert runner.report.rows_changed == 9 + 14
+    assert runner.report.rows_changed == 9 + 16
     assert len(rows(model, "customer")[0]["notes"]) == 10_000
 
 

@@ -649,13 +649,14 @@ class ScriptRunner:
 
 def update_rows(transaction: ModelTransaction, schema: str, table: str,
                 updates: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> int:
-    """One UPDATE statement's rows: (key of the row, new values)."""
-    return sum(transaction.update(schema, table, key, changes) for key, changes in updates)
+    """One UPDATE statement's rows, (key of the row, new values): logged as SQL Server logs one statement (a
+    statement changing keys of several rows is a deferred update)."""
+    return transaction.update_many(schema, table, updates) if updates else 0
 
 
 def delete_rows(transaction: ModelTransaction, schema: str, table: str, keys: Sequence[Mapping[str, Any]]) -> int:
     """One DELETE statement's rows, by key."""
-    return sum(transaction.delete(schema, table, key) for key in keys)
+    return transaction.delete_many(schema, table, keys) if keys else 0
 
 
 class _Failure(Exception):
