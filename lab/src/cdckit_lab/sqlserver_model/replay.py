@@ -127,6 +127,7 @@ def run(schema_scripts: Sequence[Path], changes_script: Path, work: Path, *, dat
         spark: Any = None) -> ReplayReport:
     """The whole check; raises ScriptError when a script is refused, and what the jobs raise when they stop."""
     from cdckit.pipelines.dispatch import run_snapshot, run_stream
+    from cdckit.pipelines.sqlserver import plan_schema_evolution
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / "sqlserver.sqlite"
@@ -145,13 +146,17 @@ def run(schema_scripts: Sequence[Path], changes_script: Path, work: Path, *, dat
     report = ReplayReport(tables=[f"{s}.{t}" for s, t in tables])
     config = _config(model, database, work, "out")
     snapshot = run_snapshot(spark, config)
-    report.rows_snapshotted = snapshot.rows
+    tables_prefix = f"replay.{database}."  # the tables' topics, not the schema-change topic
+    report.rows_snapshotted = sum(n for topic, n in snapshot.rows_per_topic.items() if topic.startswith(tables_prefix))
+    report.differences += [f"schema drift right after CDC was enabled: {rotation.reason}"
+                           for rotation in plan_schema_evolution(config)]
     report.differences += [f"{t}: not in cdckit's snapshot" for t in sorted(set(report.tables) - {
         ".".join(name.split(".")[-2:]) for name in snapshot.tables})]
     applied = runner.report.rows_changed
     runner.run_file(changes_script)
     report.changes_applied = runner.report.rows_changed - applied
-    report.records_streamed = run_stream(spark, config).events
+    streamed = run_stream(spark, config).events_per_topic
+    report.records_streamed = sum(n for topic, n in streamed.items() if topic.startswith(tables_prefix))
     run_snapshot(spark, _config(model, database, work, "final"))
     report.not_modelled = list(runner.report.not_modelled)
     _compare(model, database, tables, work, report)
