@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cdckit_lab.sqlserver_model import SqlServerModel
+from cdckit_lab.sqlserver_model import SqlServerModel, replay
 from cdckit_lab.sqlserver_model import _sqlite as store
 from cdckit_lab.sqlserver_model._script import ScriptError, ScriptRunner, edit_variables
 from cdckit_lab.sqlserver_model.replay import enable_cdc
@@ -225,3 +225,15 @@ def test_every_kit_script_runs_and_lists_what_the_model_does_not_model(model: Sq
         runner.report.not_modelled)
     with pytest.raises(ScriptError, match="Set @password to a real strong password"):
         runner.run((SQL / "05_cdckit_login_and_role.sql").read_text(), "05")
+
+
+def test_the_replay_entry_point_names_a_refused_script_and_exits_2(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "schema.sql"
+    schema.write_text("CREATE TABLE dbo.places (id int PRIMARY KEY);\nGO\nCREATE TRIGGER dbo.t ON dbo.places "
+                      "AFTER INSERT AS BEGIN SET NOCOUNT ON; END\n", encoding="utf-8")
+    code = replay.main(["--schema", str(schema), "--changes", str(schema), "--work", str(tmp_path / "work")])
+    assert code == 2
+    assert capsys.readouterr().err == ("refused: schema.sql, line 3: CREATE TRIGGER dbo.t ON dbo.places AFTER "
+                                       "INSERT AS BEGIN SET NOCOUNT ON; END: CREATE TRIGGER is not supported by "
+                                       "the model\n")
