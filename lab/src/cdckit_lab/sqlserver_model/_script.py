@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from . import _sqlite as store
 from ._admin import SqlServerModel
-from ._computed import add_computed, add_function, computed_names, ensure_tables, functions
+from ._computed import add_computed, add_function, ensure_tables, functions
 from ._dml import ModelTransaction
 from ._errors import Error, ProgrammingError, server_error
 from ._expressions import (
@@ -46,6 +46,7 @@ from ._expressions import (
 )
 from ._script_catalog import JOB_DEFAULTS, TABLE_VARIABLE, Catalog, job_key, server_message
 from ._script_ddl import create_function, create_table, create_type, object_name, parenthesised, split_items
+from ._script_dml import delete, insert, update
 from ._tsql import Block, If, Node, ScriptSyntaxError, Statement, TryCatch, batches, parse_batch
 from ._tsql import tokens as tsql_tokens
 from ._types import ModelColumn
@@ -544,119 +545,13 @@ class ScriptRunner:
         with self._open() as transaction:
             info = store.table_info(transaction.conn, transaction._db, schema, name)
             if isinstance(tree, exp.Insert):
-                self.report.rows_changed += self._insert(transaction, info, tree)
+                self.report.rows_changed += insert(transaction, info, tree, self._scope, self._identity_insert)
             elif isinstance(tree, exp.Update):
-                self.report.rows_changed += self._update(transaction, info, tree)
+                self.report.rows_changed += update(transaction, info, tree, self._scope)
             elif isinstance(tree, exp.Delete):
-                self.report.rows_changed += self._delete(transaction, info, tree)
+                self.report.rows_changed += delete(transaction, info, tree, self._scope)
             else:
                 raise UnsupportedConstruct(f"{head} of this form")
-
-    def _insert(self, transaction: ModelTransaction, info: store.TableInfo, tree: exp.Insert) -> int:
-        target = tree.this
-        names = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else \
-            [c.name for _, c in info.columns if c.name.casefold() not in computed_names(
-                transaction.conn, info.db, info.object_id) and not c.identity]
-        source = tree.expression
-        if not isinstance(source, exp.Values):
-            raise UnsupportedConstruct("INSERT other than INSERT ... VALUES")
-        self._refuse_computed(transaction, info, names)
-        defaults = self._defaults(transaction, info)
-        scope = self._scope()
-        count = 0
-        for row in source.expressions:
-            values = [value(v, scope) for v in row.expressions]
-            if len(values) != len(names):
-                raise server_error(ProgrammingError, "21S01", 110, "There are fewer columns in the INSERT "
-                                   "statement than values specified in the VALUES clause.")
-            given = dict(zip(names, values, strict=True))
-            for column, expression in defaults.items():
-                if column.casefold() not in {n.casefold() for n in given}:
-                    given[column] = value(parse_expression(expression), scope)
-            self._insert_row(transaction, info, given)
-            count += 1
-        return count
-
-    def _insert_row(self, transaction: ModelTransaction, info: store.TableInfo, given: dict[str, Any]) -> None:
-        identity = next((c for _, c in info.columns if c.identity), None)
-        explicit = identity is not None and identity.name.casefold() in {n.casefold() for n in given}
-        if not explicit or identity is None:
-            transaction.insert(info.schema, info.name, given)
-            return
-        if f"{info.schema}.{info.name}".casefold() not in self._identity_insert:
-            raise server_error(ProgrammingError, "23000", 544, f"Cannot insert explicit value for identity column "
-                               f"in table '{info.name}' when IDENTITY_INSERT is set to OFF.")
-        # IDENTITY_INSERT ON: the given value is the row's, and the table's next identity value moves past it
-        wanted = int(next(v for n, v in given.items() if n.casefold() == identity.name.casefold()))
-        conn = transaction.conn
-        following = conn.execute("SELECT next_identity FROM tables WHERE db = ? AND object_id = ?",
-                                 (info.db, info.object_id)).fetchone()[0]
-        conn.execute("UPDATE tables SET next_identity = ? WHERE db = ? AND object_id = ?",
-                     (wanted, info.db, info.object_id))
-        transaction.insert(info.schema, info.name,
-                           {n: v for n, v in given.items() if n.casefold() != identity.name.casefold()})
-        conn.execute("UPDATE tables SET next_identity = ? WHERE db = ? AND object_id = ?",
-                     (max(following, wanted + 1), info.db, info.object_id))
-
-    def _defaults(self, transaction: ModelTransaction, info: store.TableInfo) -> dict[str, str]:
-        prefix = f"default:{info.db.casefold()}:{info.object_id}:"
-        found = {}
-        for key, expression in transaction.conn.execute("SELECT k, v FROM server WHERE k LIKE ?", (prefix + "%",)):
-            column = info.column(str(key)[len(prefix):])
-            if column is not None:
-                found[column.name] = str(expression)
-        return found
-
-    def _refuse_computed(self, transaction: ModelTransaction, info: store.TableInfo, names: Sequence[str]) -> None:
-        computed = computed_names(transaction.conn, info.db, info.object_id)
-        for name in names:
-            if name.casefold() in computed:
-                raise server_error(ProgrammingError, "42000", 271, f'The column "{name}" cannot be modified '
-                                   "because it is either a computed column or is the result of a UNION operator.")
-
-    def _matching(self, transaction: ModelTransaction, info: store.TableInfo,
-                  tree: exp.Expression) -> list[dict[str, Any]]:
-        if any(tree.args.get(k) for k in ("from", "from_", "joins", "limit", "tables", "order", "using")):
-            raise UnsupportedConstruct("FROM, JOIN or TOP in UPDATE/DELETE")
-        where = tree.args.get("where")
-        rows = [row for _, row in store.table_rows(transaction.conn, info)]
-        if where is None:
-            return rows
-        return [row for row in rows if truth(where.this, self._scope(row, info)) is True]
-
-    @staticmethod
-    def _key(info: store.TableInfo, row: Mapping[str, Any]) -> dict[str, Any]:
-        columns = info.primary_key or tuple(c.name for _, c in info.columns if row[c.name] is not None)
-        return {c: row[c] for c in columns}
-
-    def _update(self, transaction: ModelTransaction, info: store.TableInfo, tree: exp.Update) -> int:
-        assignments = []
-        for item in tree.expressions:
-            if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
-                raise UnsupportedConstruct(f"SET item {item.sql('tsql')}")
-            assignments.append((item.this.name, item.expression))
-        self._refuse_computed(transaction, info, [name for name, _ in assignments])
-        updates = []
-        for row in self._matching(transaction, info, tree):
-            scope = self._scope(row, info)  # every SET expression reads the row as it was before the statement
-            updates.append((self._key(info, row), {name: value(expression, scope) for name, expression in assignments}))
-        return update_rows(transaction, info.schema, info.name, updates)
-
-    def _delete(self, transaction: ModelTransaction, info: store.TableInfo, tree: exp.Delete) -> int:
-        keys = [self._key(info, row) for row in self._matching(transaction, info, tree)]
-        return delete_rows(transaction, info.schema, info.name, keys)
-
-
-def update_rows(transaction: ModelTransaction, schema: str, table: str,
-                updates: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> int:
-    """One UPDATE statement's rows, (key of the row, new values): logged as SQL Server logs one statement (a
-    statement changing keys of several rows is a deferred update)."""
-    return transaction.update_many(schema, table, updates) if updates else 0
-
-
-def delete_rows(transaction: ModelTransaction, schema: str, table: str, keys: Sequence[Mapping[str, Any]]) -> int:
-    """One DELETE statement's rows, by key."""
-    return transaction.delete_many(schema, table, keys) if keys else 0
 
 
 class _Failure(Exception):
