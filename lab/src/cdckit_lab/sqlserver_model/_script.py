@@ -151,7 +151,7 @@ class ScriptRunner:
             raise _Failure(statement, f"{error} is not supported by the model") from None
         except sqlglot.errors.ParseError as error:
             raise _Failure(statement, f"sqlglot cannot parse it ({str(error).splitlines()[0]})") from None
-        except (ValueError, KeyError, IndexError, StopIteration) as error:
+        except (ValueError, KeyError, IndexError, StopIteration, TypeError, ArithmeticError) as error:
             raise _Failure(statement, f"not understood ({type(error).__name__}: {error})") from None
 
     # -- statements ---------------------------------------------------------------------------------------------

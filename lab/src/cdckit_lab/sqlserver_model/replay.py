@@ -10,8 +10,8 @@ sink, runs the changes script, streams, and replays the topics per key (``c``/``
 key had). The replay is compared with the final tables as cdckit's snapshot reads them from the model (a second
 snapshot into ``<work>/final``), so both sides carry cdckit's value conversions. Computed columns are left out of
 the comparison: change tables hold NULL for them (Microsoft's cdc.<capture_instance>_CT page), so streamed events
-carry NULL where the snapshot read the value, as Debezium's do (docs/decisions). Prints a short report and exits
-1 on any difference, 2 when a script is refused or the jobs stop.
+carry NULL where the snapshot read the value, as Debezium's do (docs/decisions/0036). Prints a short report and exits
+1 on any difference, 2 when a script is refused or a job stops.
 """
 
 from __future__ import annotations
@@ -213,10 +213,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the output and the checkpoints (default ./replay-work)")
     parser.add_argument("--database", default="testDB")
     arguments = parser.parse_args(argv)
+    from cdckit.errors import CdcKitError
+
     try:
         report = run(arguments.schema, arguments.changes, arguments.work, database=arguments.database)
     except (ScriptError, ValueError, OSError) as error:
         print(f"refused: {error}", file=sys.stderr)
+        return 2
+    except CdcKitError as error:
+        print(f"stopped: {error}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
     return 0 if report.equal else 1
