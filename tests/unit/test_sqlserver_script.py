@@ -237,3 +237,17 @@ def test_the_replay_entry_point_names_a_refused_script_and_exits_2(tmp_path: Pat
     assert capsys.readouterr().err == ("refused: schema.sql, line 3: CREATE TRIGGER dbo.t ON dbo.places AFTER "
                                        "INSERT AS BEGIN SET NOCOUNT ON; END: CREATE TRIGGER is not supported by "
                                        "the model\n")
+
+
+def test_unique_constraints_and_indexes_are_keys_of_the_model(runner: ScriptRunner, model: SqlServerModel) -> None:
+    runner.run("CREATE TABLE shop.sku (id int PRIMARY KEY, code varchar(10) NOT NULL UNIQUE, ean char(13) NULL,\n"
+               "    alias varchar(10) NULL, CONSTRAINT UQ_sku_ean UNIQUE NONCLUSTERED (ean));\n"
+               "CREATE UNIQUE NONCLUSTERED INDEX IX_sku_alias ON shop.sku (alias ASC);\n"
+               "INSERT INTO shop.sku (id, code, ean, alias) VALUES (1, 'A', '1', 'x'), (2, 'B', '2', 'y');")
+    conn = store.open_sqlite(model.path)
+    assert store.table_info(conn, "testDB", "shop", "sku").unique == (("code",), ("ean",), ("alias",))
+    conn.close()
+    with pytest.raises(ScriptError, match=r"Violation of UNIQUE KEY constraint .* duplicate key value is \(A\)"):
+        runner.run("UPDATE shop.sku SET code = 'A' WHERE id = 2;")
+    runner.run("UPDATE shop.sku SET code = CASE code WHEN 'A' THEN 'B' ELSE 'A' END;")  # the two rows swap codes
+    assert [(r["id"], r["code"]) for r in rows(model, "sku")] == [(1, "B"), (2, "A")]

@@ -221,7 +221,9 @@ class ScriptRunner:
                 add_function(conn, store.database_name(conn, self.database), name, definition)
         elif kind == "DATABASE":
             self.model.create_database(statement.tokens[2].text)
-        elif kind in ("INDEX", "UNIQUE", "CLUSTERED", "NONCLUSTERED", "PRIMARY", "XML", "SPATIAL", "FULLTEXT"):
+        elif kind == "UNIQUE" and "INDEX" in words[2:4]:
+            self._create_unique_index(statement)
+        elif kind in ("INDEX", "CLUSTERED", "NONCLUSTERED", "PRIMARY", "XML", "SPATIAL", "FULLTEXT"):
             self.report.note("indexes" if kind != "FULLTEXT" else "full-text indexes")
         elif kind in ("ROLE", "USER", "LOGIN", "VIEW", "PROCEDURE", "PROC", "SYNONYM", "STATISTICS"):
             self.report.note(f"CREATE {kind}")
@@ -258,7 +260,7 @@ class ScriptRunner:
         for note in definition.not_modelled:
             self.report.note(note)
         object_id = self.model.create_table(self.database, definition.schema, definition.name, definition.columns,
-                                            definition.primary_key)
+                                            definition.primary_key, definition.unique)
         with store.write_transaction(self.model.path) as conn:
             db = store.database_name(conn, self.database)
             for column, expression in definition.computed.items():
@@ -284,33 +286,53 @@ class ScriptRunner:
         if words[at] == "CONSTRAINT":
             at += 2
         kind = words[at]
-        if kind == "PRIMARY":
+        if kind in ("PRIMARY", "UNIQUE"):
             start = next(i for i in range(at, len(items)) if items[i].text == "(")
             inside, _ = parenthesised(items, start)
-            self._add_primary_key(schema, table, [item[0].text for item in split_items(inside)],
-                                  items[at - 1].text if words[at - 2] == "CONSTRAINT" else None)
-        elif kind in ("FOREIGN", "CHECK", "UNIQUE", "DEFAULT"):
+            self._add_key(schema, table, [item[0].text for item in split_items(inside)],
+                          items[at - 1].text if words[at - 2] == "CONSTRAINT" else None, primary=kind == "PRIMARY")
+        elif kind in ("FOREIGN", "CHECK", "DEFAULT"):
             self.report.note(f"{kind} constraints")
         else:
             raise UnsupportedConstruct(f"ALTER TABLE ... ADD {items[at].text}")
 
-    def _add_primary_key(self, schema: str, table: str, columns: Sequence[str], name: str | None) -> None:
+    def _create_unique_index(self, statement: Statement) -> None:
+        """CREATE UNIQUE [CLUSTERED | NONCLUSTERED] INDEX name ON table (columns) [WHERE ...]: a unique key (a
+        filtered index is not modelled)."""
+        items, words = statement.tokens, statement.words
+        at = words.index("INDEX") + 1
+        name = items[at].text
+        parts, at = object_name(items, words.index("ON", at) + 1)
+        inside, end = parenthesised(items, at)
+        if "WHERE" in words[end:]:
+            raise UnsupportedConstruct("a filtered unique index")
+        schema, table = self._table_parts(parts)
+        self._add_key(schema, table, [item[0].text for item in split_items(inside)], name, primary=False)
+
+    def _add_key(self, schema: str, table: str, columns: Sequence[str], name: str | None, primary: bool) -> None:
+        """ALTER TABLE ... ADD PRIMARY KEY / UNIQUE, or CREATE UNIQUE INDEX: the key's index and its columns."""
         with store.write_transaction(self.model.path) as conn:
             info = store.table_info(conn, store.database_name(conn, self.database), schema, table)
-            if info.primary_key:
+            if primary and info.primary_key:
                 raise server_error(ProgrammingError, "42000", 1779, f"Table '{table}' already has a primary key "
                                    "defined on it.")
             ids = {c.name.casefold(): i for i, c in info.columns}
-            conn.execute("INSERT INTO indexes VALUES (?, ?, 1, ?, 1)",
-                         (info.db, info.object_id, name or f"PK__{table[:8]}__{info.object_id:016X}"))
+            index_id = 1 if primary else 2 + conn.execute(
+                "SELECT COUNT(*) FROM indexes WHERE db = ? AND object_id = ? AND index_id > 1",
+                (info.db, info.object_id)).fetchone()[0]
+            default_name = f"PK__{table[:8]}__{info.object_id:016X}" if primary else \
+                f"UQ__{table[:8]}__{info.object_id + index_id:016X}"
+            conn.execute("INSERT INTO indexes VALUES (?, ?, ?, ?, ?)",
+                         (info.db, info.object_id, index_id, name or default_name, int(primary)))
             for ordinal, column in enumerate(columns, start=1):
                 if column.casefold() not in ids:
                     raise server_error(ProgrammingError, "42000", 1911, f"Column name '{column}' does not exist "
                                        "in the target table or view.")
-                conn.execute("INSERT INTO index_columns VALUES (?, ?, 1, ?, ?)",
-                             (info.db, info.object_id, ordinal, ids[column.casefold()]))
-                conn.execute("UPDATE columns SET is_nullable = 0 WHERE db = ? AND object_id = ? AND column_id = ?",
-                             (info.db, info.object_id, ids[column.casefold()]))
+                conn.execute("INSERT INTO index_columns VALUES (?, ?, ?, ?, ?)",
+                             (info.db, info.object_id, index_id, ordinal, ids[column.casefold()]))
+                if primary:
+                    conn.execute("UPDATE columns SET is_nullable = 0 WHERE db = ? AND object_id = ? AND column_id = ?",
+                                 (info.db, info.object_id, ids[column.casefold()]))
 
     # -- variables, control ------------------------------------------------------------------------------------
     def _scope(self, row: Mapping[str, Any] | None = None, info: store.TableInfo | None = None) -> Scope:

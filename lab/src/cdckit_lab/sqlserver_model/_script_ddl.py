@@ -29,6 +29,7 @@ class TableDefinition:
     name: str
     columns: list[ModelColumn] = field(default_factory=list)
     primary_key: list[str] = field(default_factory=list)
+    unique: list[list[str]] = field(default_factory=list)  # the columns of each UNIQUE constraint
     computed: dict[str, str] = field(default_factory=dict)  # column -> expression text
     defaults: dict[str, str] = field(default_factory=dict)  # column -> expression text
     identity_seed: int = 1
@@ -121,7 +122,10 @@ def create_table(statement: Statement, aliases: Mapping[str, ModelColumn],
         if words[index] == "PRIMARY":
             inside, _ = parenthesised(item, next(i for i, t in enumerate(item) if t.text == "("))
             definition.primary_key = key_columns(inside)
-        elif words[index] in ("UNIQUE", "CHECK", "FOREIGN", "INDEX", "PERIOD"):
+        elif words[index] == "UNIQUE":
+            inside, _ = parenthesised(item, next(i for i, t in enumerate(item) if t.text == "("))
+            definition.unique.append(key_columns(inside))
+        elif words[index] in ("CHECK", "FOREIGN", "INDEX", "PERIOD"):
             definition.not_modelled.append(f"{words[index]} constraints")
         elif len(item) > 1 and words[1] == "AS":
             expression = source_text(statement.text, item[2:], base)
@@ -178,7 +182,10 @@ def _column(item: list[Token], text: str, base: int, aliases: Mapping[str, Model
         elif word == "COLLATE":
             definition.not_modelled.append("collations")
             at += 2
-        elif word in ("UNIQUE", "CHECK", "REFERENCES", "FOREIGN"):
+        elif word == "UNIQUE":
+            definition.unique.append([name])
+            at += 1
+        elif word in ("CHECK", "REFERENCES", "FOREIGN"):
             definition.not_modelled.append(f"{word} constraints")
             at += 1
             while at < len(item) and words[at] not in ("NOT", "NULL", "CONSTRAINT", "DEFAULT", "PRIMARY"):
