@@ -1,16 +1,16 @@
 """T-SQL scripts run against the model: a DBA's schema script, a changes script, and cdckit's own sql/sqlserver ones.
 
 ``ScriptRunner(model, database).run(text, name)`` splits the text into batches on ``GO`` lines and runs each
-statement: schemas, alias types, tables (columns, IDENTITY, DEFAULT, PRIMARY KEY, computed columns), ALTER TABLE
-... ADD CONSTRAINT ... PRIMARY KEY, scalar functions of DECLARE/SET/RETURN, INSERT ... VALUES, UPDATE ... SET ...
-WHERE, DELETE ... WHERE (expressions and conditions as ``_expressions`` evaluates them), BEGIN TRAN / COMMIT /
-ROLLBACK (one model transaction; a statement outside one is its own), SET IDENTITY_INSERT, variables (DECLARE,
-SET), IF / ELSE, BEGIN ... END, TRY / CATCH, PRINT, RAISERROR, RETURN, and EXEC of sp_executesql,
-sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table and sp_configure 'max text repl size'.
-Conditions may ask DB_ID, DB_NAME, OBJECT_ID, SCHEMA_ID, IS_SRVROLEMEMBER and EXISTS over sys.databases, sys.tables,
-sys.schemas, sys.filegroups, sys.configurations and cdc.change_tables.
+statement: schemas, alias types, tables (columns, IDENTITY, DEFAULT, PRIMARY KEY, UNIQUE, computed columns), ALTER
+TABLE ... ADD CONSTRAINT ... PRIMARY KEY / UNIQUE, CREATE UNIQUE INDEX, scalar functions of DECLARE/SET/RETURN,
+INSERT ... VALUES, UPDATE ... SET ... WHERE, DELETE ... WHERE (expressions and conditions as ``_expressions``
+evaluates them), BEGIN TRAN / COMMIT / ROLLBACK (one model transaction; a statement outside one is its own), SET
+IDENTITY_INSERT, variables (DECLARE, SET), IF / ELSE, BEGIN ... END, TRY / CATCH, PRINT, RAISERROR, RETURN, and EXEC
+of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table and sp_configure 'max text
+repl size'. Conditions, SELECT assignments (``SELECT @v = ... FROM ...``) and scalar subqueries may read catalog
+functions and views and table variables (``_script_catalog``).
 
-Statements that change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, indexes, FOREIGN KEY and CHECK
+Statements that change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN KEY and CHECK
 constraints, SQL Agent job settings, session SET options, result-set SELECTs) are accepted and listed in the report's
 ``not_modelled``. Anything else stops the run with :class:`ScriptError`, one line naming the script, the line, the
 statement and the construct.
