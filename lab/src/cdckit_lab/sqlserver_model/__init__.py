@@ -35,10 +35,9 @@ Three surfaces:
   ``geography::Point``/``STGeomFromText``, ``hierarchyid::Parse``, ``GetLevel()``; conditions in three-valued
   logic); BEGIN TRAN / COMMIT / ROLLBACK (one model transaction); variables, IF/ELSE, BEGIN/END, TRY/CATCH, PRINT,
   RAISERROR, RETURN; EXEC of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table
-  and sp_configure 'max text repl size' (every script of cdckit's
-  sql/sqlserver runs as written). Statements that change
-  nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN KEY and CHECK constraints, Agent
-  job settings, session options, result-set SELECTs) are accepted and listed in ``ScriptReport.not_modelled``;
+  and sp_configure 'max text repl size' (every script of cdckit's sql/sqlserver runs as written). Statements that
+  change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN KEY and CHECK constraints,
+  Agent job settings, session options, result-set SELECTs) are accepted and listed in ``ScriptReport.not_modelled``;
   anything else raises :class:`ScriptError`, one line naming the script, line, statement and construct. ``python -m
   cdckit_lab.sqlserver_model.replay --schema s.sql --changes c.sql`` runs cdckit's snapshot and stream over a model
   built from such scripts and checks that the output replayed per key equals the tables.
