@@ -121,3 +121,35 @@ def test_the_tables_gain_the_column_a_capture_instance_rotation_brings(model: Sq
         (1, "snapshot", None, "d")]
     state = spark.read.format("delta").load(str(delta / "state" / TOPIC)).orderBy("id").collect()
     assert [(r["id"], r["email"], r["tier"]) for r in state] == [(2, "old-structure", None), (3, "new-structure", 3)]
+
+
+def test_positions_past_64_bits_are_decimals_in_the_tables(spark: Any, workdir: Path) -> None:
+    """A database whose LSNs pass 2**63 (VLF 0x0004B3E1): the changes table's __commit_lsn and __lsn are
+    DECIMAL(25,0) holding the LSNs exactly, the snapshot resumed and the stream merge into the state table by them,
+    and independent readers (deltalake) read them back."""
+    server = SqlServerModel(workdir / "sqlserver.sqlite")
+    server.create_database("testDB", first_lsn=(0x4B3E1 << 48) | (0x1F40 << 16) | 2)
+    server.enable_cdc("testDB")
+    server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
+                                                       ModelColumn("email", "varchar", max_length=255)], ["id"])
+    server.enable_table("testDB", "dbo", "customers")
+    with server.transaction("testDB") as tx:
+        for i in range(1, 4):
+            tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})
+    delta = workdir / "delta"
+    config = sqlserver_config(server, workdir, **{"cdckit.sink": "delta", "cdckit.delta.path": str(delta),
+                                                  "cdckit.delta.mode": "both"})
+    run_snapshot(spark, config)
+    with server.transaction("testDB") as tx:
+        tx.update_many("dbo", "customers", [({"id": i}, {"id": i + 1}) for i in (3, 2, 1)])
+    with server.transaction("testDB") as tx:
+        tx.update("dbo", "customers", {"id": 2}, {"email": "two"})
+    run_stream(spark, config)
+    assert _state(spark, delta) == table_rows(server)
+    changes = spark.read.format("delta").load(str(delta / "changes" / TOPIC))
+    assert changes.schema["__commit_lsn"].dataType.simpleString() == "decimal(25,0)"
+    lsns = [int(r["__commit_lsn"]) for r in changes.select("__commit_lsn").collect()]
+    assert min(lsns) >= 0x4B3E1 << 48 and len(lsns) == 3 + 6 + 1
+    deltalake = pytest.importorskip("deltalake")
+    table = deltalake.DeltaTable(str(delta / "changes" / TOPIC)).to_pyarrow_table()
+    assert sorted(int(v) for v in table.column("__commit_lsn").to_pylist()) == sorted(lsns)

@@ -293,9 +293,10 @@ def test_arrow_schema_is_the_event_schema() -> None:
     ddl = dict(part.strip().split(" ", 1) for part in rows_module.EVENT_SCHEMA.split(", ") if ": " not in part)
     assert {name.strip("`"): kind for name, kind in ddl.items()} == {
         "topic": "STRING", "key": "STRING", "value": "STRING", "table": "STRING", "op": "STRING",
-        "commit_lsn": "BIGINT", "lsn": "BIGINT", "serial": "INT", "source_ts_ms": "BIGINT", "value_binary": "BINARY"}
+        "commit_lsn": "DECIMAL(25,0)", "lsn": "DECIMAL(25,0)", "serial": "INT", "source_ts_ms": "BIGINT",
+        "value_binary": "BINARY"}
     assert [str(schema.field(n).type) for n in ("topic", "commit_lsn", "serial", "value_binary")] == [
-        "string", "int64", "int32", "binary"]
+        "string", "decimal128(25, 0)", "int32", "binary"]
     assert str(schema.field("headers").type) == "list<element: struct<key: string, value: binary>>"
 
 

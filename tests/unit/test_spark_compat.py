@@ -7,7 +7,16 @@ from pathlib import Path
 import pyspark
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from cdckit.errors import CdcKitError
 from cdckit.spark import compat
@@ -28,7 +37,7 @@ def test_an_unsupported_spark_is_refused_naming_the_supported_range_and_emrs_rel
 def test_the_event_arrow_schema_is_the_one_pyspark_derives_from_the_event_schema() -> None:
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
     types = {"topic": StringType(), "key": StringType(), "value": StringType(), "headers": ArrayType(header),
-             "table": StringType(), "op": StringType(), "commit_lsn": LongType(), "lsn": LongType(),
+             "table": StringType(), "op": StringType(), "commit_lsn": DecimalType(25, 0), "lsn": DecimalType(25, 0),
              "serial": IntegerType(), "source_ts_ms": LongType(), "value_binary": BinaryType()}
     spark_schema = StructType([StructField(name, types[name]) for name in EVENT_COLUMNS])
     assert event_arrow_schema().equals(to_arrow_schema(spark_schema), check_metadata=True)

@@ -50,7 +50,7 @@ from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.progress import counted_source
 from cdckit.spark.records import schema_change_record
-from cdckit.spark.rows import EVENT_SCHEMA
+from cdckit.spark.rows import EVENT_SCHEMA, spark_rows
 from cdckit.spark.sinks import Sink, WholeSnapshot, WriteSummary
 from cdckit.spark.sources.sqlserver_snapshot import DONE_OPTION, PLAN_OPTION, SqlServerSnapshotDataSource, plan_snapshot
 from cdckit.spark.sources.sqlserver_stream import KNOWN_INSTANCES_OPTION, KNOWN_STARTS_OPTION
@@ -240,7 +240,7 @@ def _write_schema_changes(spark: SparkSession, config: Config, instances: list[C
         rows.append(schema_change_record(settings, change, event, instance.qualified_name))
     if not rows:
         return {}
-    frame = spark.createDataFrame(rows, EVENT_SCHEMA)  # type: ignore[arg-type]
+    frame = spark.createDataFrame(spark_rows(rows), EVENT_SCHEMA)  # type: ignore[arg-type]
     return Sink(spark, options).snapshot(frame.coalesce(1))
 
 

@@ -35,6 +35,15 @@ ROWS_PER_ROW_GROUP = 10_000
 META_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("__op", pa.string()), ("__deleted", pa.bool_()), ("__source_ts_ms", pa.int64()),
     ("__commit_lsn", pa.int64()), ("__lsn", pa.int64()), ("__serial", pa.int32()))
+WIDE_POSITION = pa.decimal128(25, 0)  # SQL Server's 80-bit LSNs (rows.POSITION_DIGITS)
+
+
+def meta_columns(wide: bool = False) -> tuple[tuple[str, pa.DataType], ...]:
+    """cdckit's columns of a typed row; ``wide``: the position's LSNs as DECIMAL(25, 0), SQL Server's (its LSNs
+    pass 64 bits), else BIGINT, PostgreSQL's."""
+    if not wide:
+        return META_COLUMNS
+    return tuple((n, WIDE_POSITION if n in ("__commit_lsn", "__lsn") else t) for n, t in META_COLUMNS)
 
 _DECIMAL = ("org.apache.kafka.connect.data.Decimal",)
 _DATE = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date")
@@ -141,8 +150,10 @@ def folder_name(topic: str) -> str:
 
 
 class _StagedFile:
-    def __init__(self, fs: Any, path: str, schema: Mapping[str, Any], table: str, key: list[str]) -> None:
+    def __init__(self, fs: Any, path: str, schema: Mapping[str, Any], table: str, key: list[str],
+                 wide: bool = False) -> None:
         self.fs = fs
+        self.wide = wide
         self.path = path
         self.table = table
         self.key = key
@@ -150,7 +161,7 @@ class _StagedFile:
         self.fields = [(f["field"], value_converter(f)) for f in schema.get("fields", [])]
         self.arrow = pa.schema([pa.field(n, arrow_type(f)) for n, f in
                                 ((f["field"], f) for f in schema.get("fields", []))]
-                               + [pa.field(n, t) for n, t in META_COLUMNS])
+                               + [pa.field(n, t) for n, t in meta_columns(wide)])
         self.columns: list[list[Any]] = [[] for _ in self.arrow]
         self.rows = 0
         self.first_position: list[int] | None = None
@@ -230,14 +241,18 @@ def stage_writer(location: str, label: str, per_partition: bool, staging: Callab
                 fs.create_dir(folder, recursive=True)
                 name = f"{label}{suffix}-{number}.parquet"
                 key = _key_names(orjson.loads(row["key"]) if row["key"] else None)
-                staged = files[(topic, schema_id)] = _StagedFile(fs, f"{folder}/{name}", schema, row["table"], key)
-            staged.add(document["payload"], op, [row["commit_lsn"], row["lsn"], row["serial"]], row["source_ts_ms"])
+                source = (document["payload"] or {}).get("source") or {}
+                staged = files[(topic, schema_id)] = _StagedFile(fs, f"{folder}/{name}", schema, row["table"], key,
+                                                                 source.get("connector") == "sqlserver")
+            staged.add(document["payload"], op, [int(row["commit_lsn"]), int(row["lsn"]), row["serial"]],
+                       row["source_ts_ms"])
         for (topic, _), staged in files.items():
             staged.close()
             yield ("_staged", json.dumps({
                 "topic": topic, "table": staged.table, "file": staged.path.rsplit("/", 1)[1], "path": staged.path,
                 "rows": staged.rows,
-                "position": staged.first_position, "schema": staged.row_schema, "key": staged.key}))
+                "position": staged.first_position, "schema": staged.row_schema, "key": staged.key,
+                "wide": staged.wide}))
         for topic in skipped:
             yield (topic, 0)
         for value in controls:
@@ -284,11 +299,13 @@ class RowStructure:
         self.table = ""
         self.key: list[str] = []
         self.columns: dict[str, pa.DataType] = {}
+        self.wide = False  # positions as DECIMAL(25, 0) (meta_columns)
 
     def evolve(self, staged: Mapping[str, Any], where: str, choices: str) -> None:
         """Take the structure of a staged file in, or raise ``StructureError`` naming ``where`` (the table), the
         column and ``choices``."""
         self.table = self.table or staged["table"] or self.topic
+        self.wide = self.wide or bool(staged.get("wide"))
         new = {f["field"]: arrow_type(f) for f in staged["schema"].get("fields", [])}
         for column in self.key:
             if column not in new:
@@ -310,4 +327,4 @@ class RowStructure:
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([pa.field(n, t) for n, t in self.columns.items()]
-                         + [pa.field(n, t) for n, t in META_COLUMNS])
+                         + [pa.field(n, t) for n, t in meta_columns(self.wide)])

@@ -20,9 +20,13 @@ from cdckit.formats.debezium.envelope import TableFormat
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# A position's LSNs are DECIMAL(25, 0): SQL Server's are 80 bits (VLF sequence number, log block, slot), past a 64-bit
+# integer once a database's log has passed VLF 0x7FFF, as a busy database's does within months; PostgreSQL's are 64.
+POSITION_DIGITS = 25
 EVENT_SCHEMA = (
     "topic STRING, key STRING, value STRING, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
-    "`table` STRING, op STRING, commit_lsn BIGINT, lsn BIGINT, serial INT, source_ts_ms BIGINT, value_binary BINARY"
+    f"`table` STRING, op STRING, commit_lsn DECIMAL({POSITION_DIGITS},0), lsn DECIMAL({POSITION_DIGITS},0), "
+    "serial INT, source_ts_ms BIGINT, value_binary BINARY"
 )
 EVENT_COLUMNS = ("topic", "key", "value", "headers", "table", "op", "commit_lsn", "lsn", "serial", "source_ts_ms",
                  "value_binary")
@@ -51,9 +55,17 @@ def event_arrow_schema() -> pa.Schema:
     header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
     types = {"topic": pa.string(), "key": pa.string(), "value": pa.string(),
              "headers": pa.list_(pa.field("element", header)), "table": pa.string(), "op": pa.string(),
-             "commit_lsn": pa.int64(), "lsn": pa.int64(), "serial": pa.int32(), "source_ts_ms": pa.int64(),
+             "commit_lsn": position_type(), "lsn": position_type(), "serial": pa.int32(),
+             "source_ts_ms": pa.int64(),
              "value_binary": pa.binary()}
     return pa.schema([pa.field(name, types[name]) for name in EVENT_COLUMNS])
+
+
+def position_type() -> pa.DataType:
+    """The Arrow type of a position's LSNs (``POSITION_DIGITS``)."""
+    import pyarrow as pa
+
+    return pa.decimal128(POSITION_DIGITS, 0)
 
 
 def arrow_batches(rows: Iterable[EventRow]) -> Iterator[pa.RecordBatch]:
@@ -123,8 +135,8 @@ def change_record_batches(events: Sequence[ChangeEvent], topics: Sequence[str], 
     columns = ChangeColumns(
         pa.array([event.op for event in events], type=pa.string()), pa.array(list(topics), type=pa.string()),
         pa.array([f"{event.schema}.{event.table}" for event in events], type=pa.string()),
-        pa.array([event.position.commit_lsn for event in events], type=pa.int64()),
-        pa.array([event.position.lsn for event in events], type=pa.int64()),
+        pa.array([event.position.commit_lsn for event in events], type=position_type()),
+        pa.array([event.position.lsn for event in events], type=position_type()),
         pa.array([event.position.serial for event in events], type=pa.int32()),
         pa.array([event.source_ts_ms for event in events], type=pa.int64()))
     yield from change_column_batches(columns, keys, values, tombstones)
@@ -192,6 +204,15 @@ def sized_batches(rows: int, columns: Mapping[str, Any]) -> Iterator[pa.RecordBa
                 arrays.append(pa.repeat(pa.scalar(given, field.type), count))
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
         start += count
+
+
+def spark_rows(rows: Iterable[EventRow]) -> list[EventRow]:
+    """Event rows as ``spark.createDataFrame(rows, EVENT_SCHEMA)`` takes them: the positions' LSNs as Decimals."""
+    from decimal import Decimal
+
+    at = EVENT_COLUMNS.index("commit_lsn")
+    return [(*row[:at], Decimal(int(row[at])), Decimal(int(row[at + 1])), *row[at + 2:])  # type: ignore[call-overload]
+            for row in rows]
 
 
 def now_ms() -> int:
@@ -265,14 +286,17 @@ def with_stats(batches: Iterable[pa.RecordBatch], database: str,
         size = len(commits)
         if size > 1:
             transactions += int(pc.sum(pc.not_equal(commits.slice(1), commits.slice(0, size - 1))).as_py() or 0)
-        first = commits[0].as_py()
+        first = int(commits[0].as_py())
         transactions += 1 if first != previous else 0
-        previous = commits[size - 1].as_py()
+        previous = int(commits[size - 1].as_py())
         index = int(pc.indices_nonzero(is_data)[-1].as_py())  # the batch's last data event
         end = {name: batch.column(name)[index].as_py() for name in
                ("table", "topic", "op", "commit_lsn", "lsn", "serial", "source_ts_ms", "value")}
+        end["commit_lsn"], end["lsn"] = int(end["commit_lsn"]), int(end["lsn"])  # Decimal as Arrow gives them
         last = {"table": end["table"], "topic": end["topic"], "op": end["op"],
-                "position": [end["commit_lsn"], end["lsn"], end["serial"]], "source_ts_ms": end["source_ts_ms"]}
+                # a JSON number up to 63 bits; a SQL Server LSN past that as its digits (readers take int() of both)
+                "position": [p if abs(p) < 1 << 63 else str(p) for p in (end["commit_lsn"], end["lsn"])]
+                + [end["serial"]], "source_ts_ms": end["source_ts_ms"]}
         last_value = end["value"]
     if last is not None and last_value:
         source = _source_block(orjson, last_value)

@@ -48,7 +48,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdckit.errors import CdcKitError
-from cdckit.spark.change_rows import META_COLUMNS, RowStructure, StructureError, filesystem, folder_name, stage_writer
+from cdckit.spark.change_rows import (
+    META_COLUMNS,
+    RowStructure,
+    StructureError,
+    filesystem,
+    folder_name,
+    meta_columns,
+    stage_writer,
+)
 from cdckit.spark.sinks.base import SinkWriter, WholeSnapshot, WriteSummary, on_partitions
 from cdckit.state import StateStore
 
@@ -361,7 +369,8 @@ class DeltaSink(SinkWriter):
         extra = CHANGE_COLUMNS if kind == CHANGES else STATE_COLUMNS
         from pyspark.sql.pandas.types import from_arrow_type
 
-        meta = {name: from_arrow_type(arrow) for name, arrow in META_COLUMNS}
+        wide = any(staged.get("wide") for staged in plan.files)  # SQL Server's positions (change_rows.meta_columns)
+        meta = {name: from_arrow_type(arrow) for name, arrow in meta_columns(wide)}
         columns = [f"{_quote(n)} {t.simpleString()}" for n, t in plan.columns.items()]
         columns += [f"{_quote(n)} {meta[n].simpleString()}" for n in extra]
         partitioned = ""
