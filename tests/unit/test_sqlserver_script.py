@@ -251,3 +251,15 @@ def test_unique_constraints_and_indexes_are_keys_of_the_model(runner: ScriptRunn
         runner.run("UPDATE shop.sku SET code = 'A' WHERE id = 2;")
     runner.run("UPDATE shop.sku SET code = CASE code WHEN 'A' THEN 'B' ELSE 'A' END;")  # the two rows swap codes
     assert [(r["id"], r["code"]) for r in rows(model, "sku")] == [(1, "B"), (2, "A")]
+
+
+def test_insert_select_reads_the_rows_its_transaction_wrote(runner: ScriptRunner, model: SqlServerModel) -> None:
+    runner.run("BEGIN TRAN;\n"
+               "INSERT INTO shop.line (order_id, line_no, qty, price) VALUES (1, 1, 2, 1.5), (2, 1, 1, 9);\n"
+               "INSERT INTO shop.line (order_id, line_no, qty, price)\n"
+               "    SELECT order_id + 10, line_no, qty * 2, price FROM shop.line WHERE order_id = 1;\nCOMMIT;")
+    assert [(r["order_id"], r["qty"], r["total"]) for r in rows(model, "line")] == [
+        (1, 2, Decimal("3.000000")), (2, 1, Decimal("9.000000")), (11, 4, Decimal("6.000000"))]
+    with pytest.raises(ScriptError, match=r"INSERT \.\.\. SELECT other than from one table"):
+        runner.run("INSERT INTO shop.line (order_id, line_no, qty, price) SELECT order_id, line_no, qty, price "
+                   "FROM shop.line GROUP BY order_id, line_no, qty, price;")

@@ -29,18 +29,19 @@ Three surfaces:
   ``NEWID()``, expressions), PRIMARY KEY and UNIQUE (inline, CONSTRAINT or ALTER TABLE ... ADD CONSTRAINT,
   composite; CREATE UNIQUE INDEX) and computed columns ``c AS (expression)``, whose values the model computes from
   the row on every insert and update and which are always NULL in change tables (cdc.<capture_instance>_CT, "Large
-  Object Data Types"); scalar functions of DECLARE/SET/RETURN; INSERT ... VALUES (several rows, SET
-  IDENTITY_INSERT), UPDATE ... SET ... WHERE and DELETE ... WHERE over every matching row (each SET expression reads
-  the row as it was; ``+ - * / %``, concatenation, CASE, ISNULL/COALESCE, CAST/CONVERT, string functions, DATEADD,
-  ``geography::Point``/``STGeomFromText``, ``hierarchyid::Parse``, ``GetLevel()``; conditions in three-valued
-  logic); BEGIN TRAN / COMMIT / ROLLBACK (one model transaction); variables, IF/ELSE, BEGIN/END, TRY/CATCH, PRINT,
-  RAISERROR, RETURN; EXEC of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table
-  and sp_configure 'max text repl size' (every script of cdckit's sql/sqlserver runs as written). Statements that
-  change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN KEY and CHECK constraints,
-  Agent job settings, session options, result-set SELECTs) are accepted and listed in ``ScriptReport.not_modelled``;
-  anything else raises :class:`ScriptError`, one line naming the script, line, statement and construct. ``python -m
-  cdckit_lab.sqlserver_model.replay --schema s.sql --changes c.sql`` runs cdckit's snapshot and stream over a model
-  built from such scripts and checks that the output replayed per key equals the tables.
+  Object Data Types"); scalar functions of DECLARE/SET/RETURN; INSERT ... VALUES (several rows, SET IDENTITY_INSERT)
+  and INSERT ... SELECT from one table, UPDATE ... SET ... WHERE and DELETE ... WHERE over every matching row (each
+  SET expression reads the row as it was; ``+ - * / %``, concatenation, CASE, ISNULL/COALESCE, CAST/CONVERT, string
+  functions, DATEADD, ``geography::Point``/``STGeomFromText``, ``hierarchyid::Parse``, ``GetLevel()``; conditions in
+  three-valued logic); BEGIN TRAN / COMMIT / ROLLBACK (one model transaction); variables, IF/ELSE, BEGIN/END,
+  TRY/CATCH, PRINT, RAISERROR, RETURN; EXEC of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table,
+  sys.sp_cdc_disable_table and sp_configure 'max text repl size' (every script of cdckit's sql/sqlserver runs as
+  written). Statements that change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN
+  KEY and CHECK constraints, Agent job settings, session options, result-set SELECTs) are accepted and listed in
+  ``ScriptReport.not_modelled``; anything else raises :class:`ScriptError`, one line naming the script, line,
+  statement and construct. ``python -m cdckit_lab.sqlserver_model.replay --schema s.sql --changes c.sql`` runs
+  cdckit's snapshot and stream over a model built from such scripts and checks that the output replayed per key
+  equals the tables.
 
 Modelled:
 

@@ -2,13 +2,13 @@
 
 ``ScriptRunner(model, database).run(text, name)`` splits the text into batches on ``GO`` lines and runs each
 statement: schemas, alias types, tables (columns, IDENTITY, DEFAULT, PRIMARY KEY, UNIQUE, computed columns), ALTER
-TABLE ... ADD CONSTRAINT ... PRIMARY KEY / UNIQUE, CREATE UNIQUE INDEX, scalar functions of DECLARE/SET/RETURN,
-INSERT ... VALUES, UPDATE ... SET ... WHERE, DELETE ... WHERE (expressions and conditions as ``_expressions``
-evaluates them), BEGIN TRAN / COMMIT / ROLLBACK (one model transaction; a statement outside one is its own), SET
-IDENTITY_INSERT, variables (DECLARE, SET), IF / ELSE, BEGIN ... END, TRY / CATCH, PRINT, RAISERROR, RETURN, and EXEC
-of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table and sp_configure 'max text
-repl size'. Conditions, SELECT assignments (``SELECT @v = ... FROM ...``) and scalar subqueries may read catalog
-functions and views and table variables (``_script_catalog``).
+TABLE ... ADD CONSTRAINT ... PRIMARY KEY / UNIQUE, CREATE UNIQUE INDEX, scalar functions of DECLARE/SET/RETURN, INSERT
+... VALUES, INSERT ... SELECT (from one table), UPDATE ... SET ... WHERE, DELETE ... WHERE (expressions and conditions
+as ``_expressions`` evaluates them), BEGIN TRAN / COMMIT / ROLLBACK (one model transaction; a statement outside one is
+its own), SET IDENTITY_INSERT, variables (DECLARE, SET), IF / ELSE, BEGIN ... END, TRY / CATCH, PRINT, RAISERROR,
+RETURN, and EXEC of sp_executesql, sys.sp_cdc_enable_db, sys.sp_cdc_enable_table, sys.sp_cdc_disable_table and
+sp_configure 'max text repl size'. Conditions, SELECT assignments (``SELECT @v = ... FROM ...``) and scalar subqueries
+may read catalog functions and views and table variables (``_script_catalog``).
 
 Statements that change nothing the model holds (GRANT, CREATE ROLE/USER/LOGIN, other indexes, FOREIGN KEY and CHECK
 constraints, SQL Agent job settings, session SET options, result-set SELECTs) are accepted and listed in the report's
@@ -560,8 +560,10 @@ class ScriptRunner:
             self._insert_table_variable(table.name[len(TABLE_VARIABLE):], tree)
             return
         schema, name = self._table_parts([p.name for p in table.parts])
+        checked = tree.expression if isinstance(tree, exp.Insert) and isinstance(tree.expression, exp.Select) \
+            else tree  # INSERT ... SELECT: its select list and condition
         for part in ("expressions", "expression", "where"):
-            for node in tree.args.get(part) or [] if part == "expressions" else [tree.args.get(part)]:
+            for node in checked.args.get(part) or [] if part == "expressions" else [checked.args.get(part)]:
                 if isinstance(node, exp.Expression):
                     check(node)
         with self._open() as transaction:

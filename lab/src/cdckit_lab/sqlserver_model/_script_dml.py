@@ -19,20 +19,24 @@ ScopeFor = Callable[[Mapping[str, Any] | None, store.TableInfo | None], Scope]  
 
 def insert(transaction: ModelTransaction, info: store.TableInfo, tree: exp.Insert, scope_for: ScopeFor,
            identity_insert: set[str]) -> int:
-    """INSERT ... VALUES: each row with its defaults; returns the rows inserted."""
+    """INSERT ... VALUES or INSERT ... SELECT (from one table): each row with its defaults; returns the rows
+    inserted."""
     target = tree.this
     names = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else \
         [c.name for _, c in info.columns if c.name.casefold() not in computed_names(
             transaction.conn, info.db, info.object_id) and not c.identity]
     source = tree.expression
-    if not isinstance(source, exp.Values):
-        raise UnsupportedConstruct("INSERT other than INSERT ... VALUES")
     _refuse_computed(transaction, info, names)
     defaults = _defaults(transaction, info)
     scope = scope_for(None, None)
+    if isinstance(source, exp.Values):
+        rows = [[value(v, scope) for v in row.expressions] for row in source.expressions]
+    elif isinstance(source, exp.Select):
+        rows = _selected(transaction, source, scope_for)
+    else:
+        raise UnsupportedConstruct("INSERT other than INSERT ... VALUES or INSERT ... SELECT")
     count = 0
-    for row in source.expressions:
-        values = [value(v, scope) for v in row.expressions]
+    for values in rows:
         if len(values) != len(names):
             raise server_error(ProgrammingError, "21S01", 110, "There are fewer columns in the INSERT "
                                "statement than values specified in the VALUES clause.")
@@ -43,6 +47,33 @@ def insert(transaction: ModelTransaction, info: store.TableInfo, tree: exp.Inser
         _insert_row(transaction, info, given, identity_insert)
         count += 1
     return count
+
+def _selected(transaction: ModelTransaction, select: exp.Select, scope_for: ScopeFor) -> list[list[Any]]:
+    """The rows of ``SELECT list FROM one table [WHERE ...]``, read in the statement's transaction (so it sees the
+    transaction's own earlier changes)."""
+    source = select.args.get("from") or select.args.get("from_")
+    refused = ("joins", "group", "having", "order", "limit", "distinct", "with", "with_")
+    if source is None or not isinstance(source.this, exp.Table) or any(select.args.get(k) for k in refused):
+        raise UnsupportedConstruct(f"INSERT ... SELECT other than from one table: {select.sql('tsql')}")
+    parts = [p.name for p in source.this.parts]
+    if len(parts) == 3 and parts[0].casefold() != transaction._db.casefold():
+        raise UnsupportedConstruct(f"a table of another database ({'.'.join(parts)})")
+    info = store.table_info(transaction.conn, transaction._db, parts[-2] if len(parts) > 1 else "dbo", parts[-1])
+    where = select.args.get("where")
+    found = []
+    for _, row in store.table_rows(transaction.conn, info):
+        scope = scope_for(row, info)
+        if where is not None and truth(where.this, scope) is not True:
+            continue
+        values: list[Any] = []
+        for item in select.expressions:
+            if isinstance(item, exp.Star):
+                values += [row[c.name] for _, c in info.columns]
+            else:
+                values.append(value(item.this if isinstance(item, exp.Alias) else item, scope))
+        found.append(values)
+    return found
+
 
 def _insert_row(transaction: ModelTransaction, info: store.TableInfo, given: dict[str, Any],
                 identity_insert: set[str]) -> None:
