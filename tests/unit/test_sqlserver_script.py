@@ -263,3 +263,12 @@ def test_insert_select_reads_the_rows_its_transaction_wrote(runner: ScriptRunner
     with pytest.raises(ScriptError, match=r"INSERT \.\.\. SELECT other than from one table"):
         runner.run("INSERT INTO shop.line (order_id, line_no, qty, price) SELECT order_id, line_no, qty, price "
                    "FROM shop.line GROUP BY order_id, line_no, qty, price;")
+
+
+def test_replicate_of_a_non_max_string_stops_at_8000_bytes(runner: ScriptRunner) -> None:
+    runner.run("DECLARE @n nvarchar(max), @v varchar(max), @m nvarchar(max);\n"
+               "SET @n = REPLICATE(N'ab', 3000);\nSET @v = REPLICATE('ab', 5000);\n"
+               "SET @m = REPLICATE(CONVERT(nvarchar(max), N'ab'), 3000);\n"
+               "PRINT CONVERT(nvarchar(10), LEN(@n)) + N' ' + CONVERT(nvarchar(10), LEN(@v)) + N' '"
+               " + CONVERT(nvarchar(10), LEN(@m));")
+    assert runner.report.messages[-1] == "4000 8000 6000"

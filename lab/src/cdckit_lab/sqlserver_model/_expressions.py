@@ -6,11 +6,11 @@ Documented rules followed (Transact-SQL reference):
   comparison with NULL is UNKNOWN; AND/OR/NOT follow the three-valued truth tables ("NULL and UNKNOWN");
 - ``+`` concatenates when both sides are strings; a string meeting a number is converted to the number's type, as
   the number has the higher data type precedence ("Data type precedence"); ``/`` of two integers truncates;
-- ``ISNULL``/``COALESCE``, ``CASE``, ``CAST``/``CONVERT`` (the value converted as the column type would store it,
-  with the model's conversion errors), ``LEN`` (trailing blanks not counted), ``DATALENGTH`` (bytes; two per
-  character of an n-type string), ``LEFT``, ``RIGHT``, ``SUBSTRING``, ``REPLACE``, ``REPLICATE``, ``UPPER``,
-  ``LOWER``, ``LTRIM``, ``RTRIM``, ``TRIM``, ``CONCAT``, ``ABS``, ``DATEADD``, ``GETDATE()``, ``SYSDATETIME()``,
-  ``NEWID()``;
+- ``ISNULL``/``COALESCE``, ``CASE``, ``CAST``/``CONVERT`` (the value converted as the column type would store it, with
+  the model's conversion errors), ``LEN`` (trailing blanks not counted), ``DATALENGTH`` (bytes; two per character of
+  an n-type string), ``LEFT``, ``RIGHT``, ``SUBSTRING``, ``REPLACE``, ``REPLICATE`` (cut at 8000 bytes unless of a max
+  type), ``UPPER``, ``LOWER``, ``LTRIM``, ``RTRIM``, ``TRIM``, ``CONCAT``, ``ABS``, ``DATEADD``, ``GETDATE()``,
+  ``SYSDATETIME()``, ``NEWID()``;
 - string comparison follows the default collation as the rest of the model approximates it (case-insensitive,
   trailing blanks ignored); LIKE as ``_conditions`` evaluates it.
 """
@@ -397,7 +397,10 @@ def _function(node: exp.Expression, scope: Scope) -> Any:
         return text[:int(count)] if isinstance(node, exp.Left) else (text[-int(count):] if int(count) else "")
     if isinstance(node, exp.Repeat):
         text, times = _args(node, scope, "this", "times")
-        return None if text is None or times is None else text * max(int(times), 0)
+        if text is None or times is None:
+            return None
+        limit = _replicate_limit(node.this)
+        return text * max(int(times), 0) if limit is None else (text * max(int(times), 0))[:limit]
     if isinstance(node, exp.Trim):
         (text,) = _args(node, scope, "this")
         position = str(node.args.get("position") or "").upper()
@@ -488,6 +491,22 @@ def _replace_insensitive(text: str, old: str, new: str) -> str:
         out.append(text[i:j])
         out.append(new)
         i = j + len(old)
+
+
+def _replicate_limit(node: exp.Expression) -> int | None:
+    """Characters REPLICATE keeps: "If string_expression isn't of type varchar(max) or nvarchar(max), REPLICATE
+    truncates the return value at 8,000 bytes" (4000 characters of an n-string). Known for literals and CAST/CONVERT;
+    None (no cut) for columns and variables, whose declared length the evaluator does not carry."""
+    if isinstance(node, exp.National):
+        return 4000
+    if isinstance(node, exp.Literal) and node.is_string:
+        return 8000
+    if isinstance(node, exp.Cast | exp.Convert):
+        target = column_of_type(node.to if isinstance(node, exp.Cast) else node.this)
+        if target.max_length == -1:
+            return None
+        return 4000 if target.type_name in ("nchar", "nvarchar") else 8000
+    return None
 
 
 def _national(node: exp.Expression, scope: Scope) -> bool:
