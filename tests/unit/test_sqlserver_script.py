@@ -272,3 +272,19 @@ def test_replicate_of_a_non_max_string_stops_at_8000_bytes(runner: ScriptRunner)
                "PRINT CONVERT(nvarchar(10), LEN(@n)) + N' ' + CONVERT(nvarchar(10), LEN(@v)) + N' '"
                " + CONVERT(nvarchar(10), LEN(@m));")
     assert runner.report.messages[-1] == "4000 8000 6000"
+
+
+def test_defaults_written_without_parentheses_and_an_inline_primary_key(model: SqlServerModel) -> None:
+    """``DEFAULT newid() PRIMARY KEY``, ``DEFAULT sysdatetime()`` and ``DEFAULT -1``: what SSMS's scripts put in
+    parentheses, a DBA often writes bare."""
+    runner = ScriptRunner(model, "testDB")
+    runner.run("CREATE TABLE dbo.item (item_id uniqueidentifier NOT NULL DEFAULT newid() PRIMARY KEY, "
+               "qty int NOT NULL DEFAULT -1, added datetime2(7) NOT NULL DEFAULT sysdatetime(), sku nvarchar(20))")
+    runner.run("INSERT INTO dbo.item (sku) VALUES (N'a'), (N'b')")
+    with model.connect(database="testDB") as conn:
+        cursor = conn.cursor()
+        cursor.execute("SELECT [item_id], [qty], [added], [sku] FROM [testDB].[dbo].[item] ORDER BY [item_id]")
+        rows = [tuple(r) for r in cursor.fetchall()]
+    assert len({r[0] for r in rows}) == 2 and all(len(r[0]) == 36 for r in rows)
+    assert [r[1] for r in rows] == [-1, -1] and all(r[2] is not None for r in rows)
+    assert sorted(r[3] for r in rows) == ["a", "b"]

@@ -85,7 +85,7 @@ class SqlServerModel:
         SQL Server 2012-2016 without the cumulative update of KB 3030352, whose change tables lack the column."""
         conn = store.open_sqlite(self.path)
         try:
-            return store.server_value(conn, "command_id_column") != 0
+            return bool(store.server_value(conn, "command_id_column") != 0)
         finally:
             conn.close()
 

@@ -171,8 +171,12 @@ def _column(item: list[Token], text: str, base: int, aliases: Mapping[str, Model
             at += 1
             if item[at].text == "(":
                 inside, at = parenthesised(item, at)
-            else:
-                inside, at = [item[at]], at + 1
+            else:  # DEFAULT 0, DEFAULT -1, DEFAULT N'x', DEFAULT newid(), DEFAULT sysdatetime()
+                start = at
+                at += 2 if item[at].text in ("-", "+") and at + 1 < len(item) else 1
+                if at < len(item) and item[at].text == "(":
+                    at = parenthesised(item, at)[1]
+                inside = item[start:at]
             definition.defaults[name] = source_text(text, inside, base)
         elif word == "PRIMARY":
             definition.primary_key = [name]
