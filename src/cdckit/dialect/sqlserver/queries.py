@@ -63,12 +63,18 @@ CAPTURE_INSTANCES = (
 # The columns as the capture instance recorded them: cdc.captured_columns (name, ordinal, type name) and the change
 # table's own columns (length, precision, scale as captured); nullability and identity from the table, where the
 # column still exists (NULL when it was dropped).
+# A column of an alias type (CREATE TYPE dbo.Name FROM nvarchar(50)) is read as its base type: where
+# cc.column_type names the alias, the base type of the source column's alias (sys.types.system_type_id) is taken.
 CAPTURED_COLUMNS = (
-    "SELECT cc.column_name, cc.column_ordinal, cc.column_type, ctc.max_length, ctc.precision, ctc.scale, "
+    "SELECT cc.column_name, cc.column_ordinal, "
+    "CASE WHEN sty.is_user_defined = 1 AND sty.is_assembly_type = 0 AND sty.name = cc.column_type "
+    "THEN bty.name ELSE cc.column_type END AS column_type, ctc.max_length, ctc.precision, ctc.scale, "
     "src.is_nullable, src.is_identity "
     "FROM {db}.cdc.captured_columns cc "
     "JOIN {db}.sys.columns ctc ON ctc.object_id = cc.object_id AND ctc.name = cc.column_name "
     "LEFT JOIN {db}.sys.columns src ON src.object_id = ? AND src.name = cc.column_name "
+    "LEFT JOIN {db}.sys.types sty ON sty.user_type_id = src.user_type_id "
+    "LEFT JOIN {db}.sys.types bty ON bty.user_type_id = sty.system_type_id "
     "WHERE cc.object_id = ? ORDER BY cc.column_ordinal"
 )
 
@@ -83,9 +89,11 @@ INDEX_COLUMNS = (
     "SELECT column_name FROM {db}.cdc.index_columns WHERE object_id = ? ORDER BY index_ordinal"
 )
 
-TABLE_COLUMNS = (
-    "SELECT c.name, ty.name AS type_name, c.max_length, c.precision, c.scale, c.is_nullable "
+TABLE_COLUMNS = (  # an alias type as its base type, as CAPTURED_COLUMNS reads it
+    "SELECT c.name, CASE WHEN ty.is_user_defined = 1 AND ty.is_assembly_type = 0 THEN bty.name ELSE ty.name END "
+    "AS type_name, c.max_length, c.precision, c.scale, c.is_nullable "
     "FROM {db}.sys.columns c JOIN {db}.sys.types ty ON ty.user_type_id = c.user_type_id "
+    "JOIN {db}.sys.types bty ON bty.user_type_id = c.system_type_id "
     "WHERE c.object_id = ? ORDER BY c.column_id"
 )
 
