@@ -90,7 +90,7 @@ def _config(model: SqlServerModel, database: str, work: Path, name: str) -> Any:
     return validate({
         "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
         "database.hostname": "model.invalid", "database.port": "1433", "database.user": "cdckit",
-        "database.password": "model", "database.names": database, "topic.prefix": "replay",
+        "database.password": "replay-not-a-secret", "database.names": database, "topic.prefix": "replay",
         "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
         "cdckit.sqlserver.model.path": str(model.path),
         "cdckit.output.path": str(work / name), "cdckit.checkpoint.location": str(work / f"{name}-checkpoint"),
