@@ -138,6 +138,9 @@ def test_unset_env_reference_names_the_variable_and_the_property(monkeypatch: py
     monkeypatch.delenv("CDC_TEST_UNSET", raising=False)
     problems = problems_of({**BASE, "database.hostname": "${env:CDC_TEST_UNSET}"})
     assert any("CDC_TEST_UNSET" in p and "database.hostname" in p and "not set" in p for p in problems)
+    # said once: the unset variable, not also "database.hostname is required"
+    assert [p for p in problems if "database.hostname" in p] == [
+        "database.hostname refers to environment variable CDC_TEST_UNSET, which is not set; export it"]
 
 
 # -- validation ---------------------------------------------------------------------------------------------------

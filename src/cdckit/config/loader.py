@@ -344,6 +344,7 @@ def validate(raw: Mapping[str, str]) -> Config:
 
 def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: dict[str, str],
               resolved: dict[str, str], problems: list[str], from_secrets: set[str]) -> None:
+    unresolved: set[str] = set()  # settings whose ${env:...} or ${secret:...} could not be resolved
     for key, text in raw.items():
         if key.startswith(PASSTHROUGH_PREFIXES):
             passthrough[key] = resolved[key] = _resolve(text, key, problems, from_secrets)
@@ -378,7 +379,10 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
         if prop is None:
             problems.append(_unknown(key))
             continue
+        before = len(problems)
         resolved[key] = _resolve(text, key, problems, from_secrets)
+        if len(problems) > before:  # its reference is reported; it is not also "required" below
+            unresolved.add(key)
         values[key] = _parse(prop, resolved[key], problems)
     for key, text in resolved.items():
         if "\x00" in key or "\x00" in text:
@@ -390,7 +394,7 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
     connector_class = str(values.get("connector.class") or "")
     for prop in BY_NAME.values():
         if values.get(prop.name) in (None, ""):
-            if prop.required:
+            if prop.required and prop.name not in unresolved:
                 problems.append(f"{prop.name} is required ({prop.doc}); set it in the configuration file or "
                                 f"with --set {prop.name}=...")
             default = prop.default_for(connector_class) if prop.default_for else prop.default
