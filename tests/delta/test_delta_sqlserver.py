@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sqlserver_end_to_end import TOPIC, Writer, model, sqlserver_config, table_rows
+from test_sqlserver_end_to_end import TOPIC, Writer, model, old_database, sqlserver_config, table_rows
 
 from cdckit.pipelines.base import read_snapshot_state, write_snapshot_state
 from cdckit.pipelines.dispatch import run_snapshot, run_stream
@@ -127,12 +127,7 @@ def test_positions_past_64_bits_are_decimals_in_the_tables(spark: Any, workdir: 
     """A database whose LSNs pass 2**63 (VLF 0x0004B3E1): the changes table's __commit_lsn and __lsn are
     DECIMAL(25,0) holding the LSNs exactly, the snapshot resumed and the stream merge into the state table by them,
     and independent readers (deltalake) read them back."""
-    server = SqlServerModel(workdir / "sqlserver.sqlite")
-    server.create_database("testDB", first_lsn=(0x4B3E1 << 48) | (0x1F40 << 16) | 2)
-    server.enable_cdc("testDB")
-    server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
-                                                       ModelColumn("email", "varchar", max_length=255)], ["id"])
-    server.enable_table("testDB", "dbo", "customers")
+    server = old_database(workdir)
     with server.transaction("testDB") as tx:
         for i in range(1, 4):
             tx.insert("dbo", "customers", {"id": i, "email": f"e{i}"})

@@ -122,16 +122,22 @@ def test_a_deferred_key_update_streams_every_delete_before_its_create_and_replay
     assert len({s["change_lsn"] for s in sources}) == len(sources)  # every change keeps its own seqval
 
 
-def test_a_database_whose_lsns_pass_64_bits_snapshots_and_streams(spark: Any, workdir: Path) -> None:
-    """A SQL Server LSN is 80 bits: VLF sequence number, log block, slot. A database years into its life (VLF
-    0x0004B3E1 here, as a busy database's log reaches within months) has LSNs past 2**63, which once stopped the
-    snapshot (Spark's BIGINT) and the stream (the metrics' JSON). Positions are DECIMAL(25, 0) now."""
+def old_database(workdir: Path) -> SqlServerModel:
+    """testDB with dbo.customers captured, on a log years into its life: VLF 0x0004B3E1, LSNs past 2**63."""
     server = SqlServerModel(workdir / "sqlserver.sqlite")
     server.create_database("testDB", first_lsn=(0x4B3E1 << 48) | (0x1F40 << 16) | 2)
     server.enable_cdc("testDB")
     server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
                                                        ModelColumn("email", "varchar", max_length=255)], ["id"])
     server.enable_table("testDB", "dbo", "customers")
+    return server
+
+
+def test_a_database_whose_lsns_pass_64_bits_snapshots_and_streams(spark: Any, workdir: Path) -> None:
+    """A SQL Server LSN is 80 bits: VLF sequence number, log block, slot. A database years into its life (VLF
+    0x0004B3E1 here, as a busy database's log reaches within months) has LSNs past 2**63, which once stopped the
+    snapshot (Spark's BIGINT) and the stream (the metrics' JSON). Positions are DECIMAL(25, 0) now."""
+    server = old_database(workdir)
     with server.transaction("testDB") as tx:
         tx.insert("dbo", "customers", {"id": 1, "email": "one@example.org"})
     config = sqlserver_config(server, workdir)
