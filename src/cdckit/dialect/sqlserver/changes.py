@@ -293,6 +293,7 @@ def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]],
     command_at = 5 + len(names)
     shift_ms = utc_offset_minutes * 60_000
     slots = _Slots()
+    large = large_object_columns(instance)  # an update's large objects (_values)
 
     def command(row: Sequence[Any]) -> Any:
         return row[command_at] if len(row) > command_at else None
@@ -310,7 +311,7 @@ def fold_changes(instance: CaptureInstance, rows: Iterable[Sequence[Any]],
                         f"change table of {instance.capture_instance} has an update's old row (operation 3) at "
                         f"LSN {format_sqlserver_lsn(lsn_int(pending[0]))} without its new row (operation 4)")
                 place = slots.place(lsn_int(row[0]), lsn_int(row[1]))
-                yield _event(instance, names, "u", pending, row, 2, shift_ms, place)
+                yield _event(instance, names, "u", pending, row, 2, shift_ms, place, large)
                 pending = None
                 continue
             if pending[2] == 1 and same_change and row[2] == 2 and command(row) is None:  # a primary-key update
@@ -369,7 +370,8 @@ def large_object_columns(instance: CaptureInstance) -> tuple[int, ...]:
 
 
 def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequence[Any] | None,
-           after: Sequence[Any] | None, serial: int, shift_ms: int = 0, place: int | None = None) -> ChangeEvent:
+           after: Sequence[Any] | None, serial: int, shift_ms: int = 0, place: int | None = None,
+           large: Sequence[int] = ()) -> ChangeEvent:
     """``place``: the event's place in its transaction (``_Slots``), its change LSN unless SQL Server logged it out
     of seqval order; the change LSN itself goes to ``source.change_lsn``."""
     row = after if after is not None else before
@@ -378,7 +380,6 @@ def _event(instance: CaptureInstance, names: list[str], op: str, before: Sequenc
     place = change_lsn if place is None else place
     commit_time = row[4 + len(names)]
     ts_ms = _epoch_ms(commit_time) - shift_ms
-    large = large_object_columns(instance) if op == "u" else ()
     # cdckit's ordering key: a primary-key update's create comes after the delete's tombstone (serial 1).
     ordering = 2 if op == "c" and serial == 2 else 0
     extra: dict[str, object] = {"event_serial_no": serial}
