@@ -93,7 +93,7 @@ test-postgres15: $(STAMP)  ## the PostgreSQL suites against Debian's PostgreSQL 
 test-docker: $(STAMP)  ## the SQL Server 2022 suite against a real container (skips where no Docker engine runs)
 	$(BIN)/python -m pytest tests/docker -rs
 
-kafka: $(STAMP)  ## run a local Apache Kafka (KRaft) from its Maven Central jars; CDCKIT_KAFKA_PORT picks the port
+kafka: $(STAMP)  ## run a local Apache Kafka (KRaft) from its Maven Central jars until Ctrl-C; its address in .cdckit-kafka/bootstrap.servers (CDCKIT_KAFKA_PORT picks the port)
 	$(BIN)/python -m cdckit_lab.kafka_broker .cdckit-kafka
 
 quality: $(STAMP)  ## the demo, then the quality suites on its output (report in quality-report/; non-zero on failure)

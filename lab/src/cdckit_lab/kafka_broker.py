@@ -1,7 +1,9 @@
 """A single-node Apache Kafka broker in KRaft mode, run with ``java`` from its Maven Central artefacts.
 
 For the tests and the local lab: no Docker, no download of a Kafka distribution. The jars are fetched once into
-the cache folder (``$CDCKIT_CACHE``, default ``~/.cache/cdckit``).
+the cache folder (``$CDCKIT_CACHE``, default ``~/.cache/cdckit``). While it runs, ``<folder>/bootstrap.servers``
+holds its address (``make kafka``: ``.cdckit-kafka/bootstrap.servers``). The broker's JVM ends with the process that
+started it, however that ends (on Linux): ``stop``, SIGTERM or SIGINT to ``main``, or the process killed.
 
 Example::
 
@@ -12,10 +14,14 @@ Example::
 from __future__ import annotations
 
 import base64
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +31,9 @@ from cdckit.artifacts import fetch
 from cdckit_lab.embedded_postgres import free_port
 
 KAFKA_VERSION = "4.1.1"
+BOOTSTRAP_FILE = "bootstrap.servers"  # in the broker's folder while it runs: its address, for a connector to read
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  # looked up before any fork
 
 
 def cluster_id() -> str:
@@ -39,6 +48,15 @@ def cluster_id() -> str:
 def kafka_jars() -> list[Path]:
     return fetch(f"kafka-broker-{KAFKA_VERSION}", [("org.apache.kafka", "kafka_2.13", KAFKA_VERSION, ()),
                                                    ("org.slf4j", "slf4j-reload4j", "1.7.36", ())])
+
+
+def _die_with(parent: int) -> None:
+    """In the broker's JVM before it starts (``preexec_fn``): ask Linux to send it SIGTERM when the thread that
+    started it ends, so that a killed wrapper leaves no broker behind; end at once if that already happened."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 class KafkaBroker:
@@ -90,10 +108,20 @@ class KafkaBroker:
             if result.returncode != 0:
                 raise RuntimeError(f"formatting Kafka's storage failed: {(result.stderr or result.stdout)[-1000:]}")
         log = (self.base_dir / "stdout.log").open("ab")
+        # Its own session (a Ctrl-C at the terminal reaches the wrapper, which stops it in order); ended with the
+        # starting thread where that is the main thread (another thread's end would stop it early)
+        parent = os.getpid()
+        watch = threading.current_thread() is threading.main_thread()
         self.process = subprocess.Popen(
             [*self._java(), f"-Dlog4j.configuration=file:{self.base_dir / 'log4j.properties'}", "kafka.Kafka",
-             str(properties)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait(timeout_s)
+             str(properties)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=(lambda: _die_with(parent)) if watch else None)
+        try:
+            self._wait(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        (self.base_dir / BOOTSTRAP_FILE).write_text(self.bootstrap_servers + "\n")
         return self
 
     def _wait(self, timeout_s: float) -> None:
@@ -123,6 +151,7 @@ class KafkaBroker:
         return bool(metadata.brokers)
 
     def stop(self) -> None:
+        (self.base_dir / BOOTSTRAP_FILE).unlink(missing_ok=True)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -144,20 +173,30 @@ class KafkaBroker:
         self.stop()
 
 
-def main() -> None:
-    """``python -m cdckit_lab.kafka_broker [folder]``: run a broker in the foreground until Ctrl-C."""
-    import sys
+def _stop_on_signal(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (kill, a service manager) stops the broker as Ctrl-C does
 
+
+def main() -> None:
+    """``python -m cdckit_lab.kafka_broker [folder]`` (``make kafka``): run a broker in the foreground until Ctrl-C
+    or SIGTERM, which stop it; its address is in ``<folder>/bootstrap.servers`` meanwhile."""
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else ".cdckit-kafka")
-    broker = KafkaBroker(folder, port=int(os.environ.get("CDCKIT_KAFKA_PORT", "0")) or None).start()
-    print(f"Kafka {KAFKA_VERSION} (KRaft) on {broker.bootstrap_servers}; data in {folder}; Ctrl-C stops it",
-          flush=True)
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    broker = KafkaBroker(folder, port=int(os.environ.get("CDCKIT_KAFKA_PORT", "0")) or None)
     try:
+        broker.start()
+        address = folder / BOOTSTRAP_FILE
+        print(f"Kafka {KAFKA_VERSION} (KRaft) on {broker.bootstrap_servers}; data in {folder}; Ctrl-C stops it\n"
+              f"its address is in {address} while it runs; point cdckit at it with\n"
+              f"  --set kafka.bootstrap.servers={broker.bootstrap_servers}\n"
+              f"or, from another shell in this folder,\n"
+              f"  --set kafka.bootstrap.servers=$(cat {address})", flush=True)
         while broker.process is not None and broker.process.poll() is None:
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the broker's shutdown is not cut short by a second one
         broker.stop()
 
 
