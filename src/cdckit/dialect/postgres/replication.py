@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -103,7 +104,20 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
     if missing:
         raise SourcePreconditionError(
             f"publication '{name}' does not include {', '.join(missing)}, so their changes would never arrive; "
-            f"add them (ALTER PUBLICATION {name} ADD TABLE ...) or set publication.autocreate.mode=filtered")
+            f"add them to it (ALTER PUBLICATION {_identifier(name)} ADD TABLE "
+            f"{', '.join(_table_identifier(t) for t in missing)}), let cdckit set its tables "
+            f"(publication.autocreate.mode=filtered), or leave them out of the capture (narrow table.include.list, or "
+            f"name them in table.exclude.list)")
+
+
+def _identifier(name: str) -> str:
+    """A name as SQL the user copies writes it: quoted only where it must be."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'
+
+
+def _table_identifier(qualified: str) -> str:
+    schema, _, table = qualified.partition(".")
+    return f"{_identifier(schema)}.{_identifier(table)}"
 
 
 def slot_status(conn: Connection, slot_name: str) -> SlotStatus | None:
