@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.catalog import captured_names, check_server, discover_tables
+from cdckit.dialect.postgres.catalog import ESTIMATED_ROWS_SQL, captured_names, check_server, discover_tables
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import (
@@ -398,7 +398,7 @@ def _table_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
     with conn.cursor() as cur:
         for name in tables:
             schema, _, table = str(name).partition(".")
-            cur.execute("SELECT GREATEST(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON "
+            cur.execute(f"SELECT {ESTIMATED_ROWS_SQL} FROM pg_class c JOIN pg_namespace n ON "
                         "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s", (schema, table))
             row = cur.fetchone()
             if row is not None:

@@ -19,6 +19,17 @@ _TOLD_KEYLESS: set[str] = set()  # keyless tables already reported by this proce
 
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
+# The rows of table ``c`` (pg_class) as PostgreSQL's planner estimates them (estimate_rel_size): the table's pages now
+# times the rows per page VACUUM or ANALYZE last saw; for a table neither has seen yet (reltuples -1 since PostgreSQL
+# 14, relpages 0 before) the rows per page its columns' widths allow (a page header of 24 bytes; a row's header 24,
+# its line pointer 4; 32 bytes for a value of variable length). A partitioned table's root holds no rows itself.
+ESTIMATED_ROWS_SQL = """(CASE WHEN c.relkind = 'p' THEN GREATEST(c.reltuples, 0) ELSE
+  floor(pg_relation_size(c.oid) / current_setting('block_size')::float8) *
+  CASE WHEN c.relpages > 0 AND c.reltuples >= 0 THEN c.reltuples / c.relpages
+  ELSE (current_setting('block_size')::float8 - 24) / (28 + (
+    SELECT COALESCE(sum(CASE WHEN a.attlen > 0 THEN a.attlen ELSE 32 END), 0) FROM pg_attribute a
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) END END)::bigint"""
+
 
 @dataclass(frozen=True)
 class TableInfo:
@@ -178,7 +189,7 @@ WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord
 
 def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, str]) -> TableInfo:
     with conn.cursor() as cur:
-        cur.execute("SELECT c.oid, c.relreplident, GREATEST(c.reltuples, 0)::bigint, c.relkind = 'p' "
+        cur.execute(f"SELECT c.oid, c.relreplident, {ESTIMATED_ROWS_SQL}, c.relkind = 'p' "
                     "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = %s AND c.relname = %s",
                     (schema, table))
