@@ -190,11 +190,17 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     from cdckit.spark.session import get_spark
 
     prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
+    from cdckit.pipelines.dispatch import claim_job, stopped_line
+
+    claim_job(config, args.command)  # one job per slot and checkpoint: a second is refused before Spark starts
     sink = config.str("cdckit.sink")
     spark = get_spark(kafka=sink in ("kafka", "eventhubs"), delta=sink == "delta")
     if args.command == "snapshot":
         # schema_only is Debezium's earlier name of no_data (the stream and SQL Server's snapshot read it so too)
         report = run_snapshot(spark, config, data=config.str("snapshot.mode") not in ("no_data", "schema_only"))
+        if report.stopped_by:  # SIGTERM or SIGINT
+            console.print(stopped_line(report), highlight=False, markup=False, soft_wrap=True)
+            return 0
         console.print(f"snapshot {report.status}: {report.rows} rows from {len(report.tables)} tables in "
                       f"{report.seconds:.1f}s; slot {report.slot_name} at {report.consistent_point}")
         for topic, count in report.rows_per_topic.items():
@@ -209,6 +215,9 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         stream = run_stream(spark, config, on_batch=lambda batch_id, summary: console.print(
             f"batch {batch_id}: " + (", ".join(f"{t}={n}" for t, n in summary.items()) or "no events"),
             highlight=False))
+    if stream.stopped_by:  # SIGTERM or SIGINT
+        console.print(stopped_line(stream), highlight=False, markup=False, soft_wrap=True)
+        return 0
     console.print(f"stream stopped after {stream.batches} batch(es), {stream.events} records; last offset "
                   f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
     return 0

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from cdckit.config import Config
 from cdckit.observe.publish import Observer
+from cdckit.pipelines.ownership import SourceLock
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport
 from cdckit.spark.sinks import WriteSummary, clear_snapshot_files
 from cdckit.state import StateStore, join
@@ -40,6 +41,10 @@ class Pipeline(Protocol):
     def source_status(self, config: Config, snapshot: dict[str, Any] | None,
                       last_batch: dict[str, Any] | None) -> dict[str, Any]:
         """What ``cdckit status`` shows of the source: the slot, or the capture job per database."""
+
+    def lock_source(self, config: Config, command: str) -> SourceLock | None:
+        """The job's exclusive lock at the source, held until it is closed (``cdckit.pipelines.ownership``);
+        ``JobAlreadyRunning`` naming the holder when another job has it; None when the source has no such lock."""
 
 
 def state_file(config: Config) -> str:

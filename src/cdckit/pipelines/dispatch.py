@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from functools import wraps
+from typing import Any, ParamSpec, TypeAlias, TypeVar, cast
 
 from pyspark.sql import SparkSession
 
 from cdckit.config import Config
 from cdckit.observe.publish import Observer
 from cdckit.pipelines import status
-from cdckit.pipelines.base import Pipeline
+from cdckit.pipelines.base import Pipeline, read_snapshot_state
+from cdckit.pipelines.ownership import Claim, claim
+from cdckit.pipelines.stopping import JobStopped, on_signals
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport
 from cdckit.spark.cluster import check_paths
 from cdckit.spark.session import apply_file_mode
 from cdckit.spark.sinks import WriteSummary
+
+P = ParamSpec("P")
+R = TypeVar("R", SnapshotReport, StreamReport)
+Job: TypeAlias = Callable[P, R]  # run_snapshot, run_stream: (spark, config, ...)
 
 
 def pipeline_for(config: Config) -> Pipeline:
@@ -46,6 +53,40 @@ def job_observer(config: Config, on_metrics: Callable[[dict[str, Any]], None] | 
     return observer
 
 
+def _one_job(command: str) -> Callable[[Job[P, R]], Job[P, R]]:
+    """The job holds its claim of the source and the checkpoint while it runs (``claim_job``; the CLI's, taken
+    before Spark started, or its own), stops on SIGTERM and SIGINT (``cdckit.pipelines.stopping``), and records in
+    the checkpoint's owner file how it ended."""
+    def wrap(run: Job[P, R]) -> Job[P, R]:
+        @wraps(run)
+        def claimed(*args: P.args, **kwargs: P.kwargs) -> R:
+            spark, config = cast(SparkSession, args[0]), cast(Config, args[1])
+            job = claim_job(config, command)
+            stopped_by, outcome = None, "failed"
+            try:
+                with on_signals(spark.sparkContext.cancelAllJobs):
+                    report = run(*args, **kwargs)
+                stopped_by = report.stopped_by
+                outcome = "stopped" if stopped_by else "finished"
+                return report
+            except JobStopped as stop:  # before a stream's query: a snapshot (its state says it did not finish)
+                stopped_by, outcome = stop.signal_name, "stopped"
+                return cast(R, _abandoned(command, config, stop.signal_name))
+            finally:
+                job.release(stopped_by, outcome)
+        return claimed
+    return wrap
+
+
+def _abandoned(command: str, config: Config, signal_name: str) -> SnapshotReport | StreamReport:
+    if command == "snapshot":
+        return SnapshotReport("abandoned", "" if config.is_sqlserver else config.str("slot.name"), "", [],
+                              stopped_by=signal_name)
+    snapshot = (read_snapshot_state(config) or {}).get("status") == "started"
+    return StreamReport(stopped_by=signal_name, abandoned="snapshot" if snapshot else "start")
+
+
+@_one_job("snapshot")
 def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
                  observer: Observer | None = None) -> SnapshotReport:
     """Take the initial snapshot (or only create the slot when ``data`` is False, as snapshot.mode=no_data).
@@ -62,6 +103,7 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
             observer.close()
 
 
+@_one_job("stream")
 def run_stream(spark: SparkSession, config: Config,
                on_batch: Callable[[int, WriteSummary], None] | None = None,
                on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
@@ -79,6 +121,30 @@ def run_stream(spark: SparkSession, config: Config,
         observer.close()
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def claim_job(config: Config, command: str) -> Claim:
+    """Claim the source (PostgreSQL: the slot's advisory lock; SQL Server: the checkpoint's application lock) and
+    the checkpoint (its owner file) for this process's job, before Spark starts: ``JobAlreadyRunning`` naming the
+    job that has either. The snapshot and stream jobs take the claim where the caller has not, and release it when
+    they end."""
+    return claim(config, command, pipeline_for(config).lock_source)
+
+
+def stopped_line(report: StreamReport | SnapshotReport) -> str:
+    """The one line a job stopped by SIGTERM or SIGINT ends with."""
+    by = f"cdckit: stopped by {report.stopped_by}"
+    if isinstance(report, SnapshotReport) or report.abandoned == "snapshot":
+        return f"{by} during the snapshot, which was abandoned: the next start takes it again"
+    if report.abandoned == "start":
+        return f"{by} before the stream started"
+    if report.confirmed_flush_lsn:
+        where = f"slot confirmed at {report.confirmed_flush_lsn}"
+    elif report.last_offset:
+        where = f"committed up to {report.last_offset}"
+    else:
+        where = "no batch committed"
+    return f"{by} after {report.batches} batches, {report.events} records; {where}"
 
 
 def job_status(config: Config) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from cdckit.config import Config
 from cdckit.dialect.postgres.catalog import ESTIMATED_ROWS_SQL, captured_names, check_server, discover_tables
 from cdckit.dialect.postgres.connection import connect
+from cdckit.dialect.postgres.job_lock import SlotLock, describe_holder
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
 from cdckit.dialect.postgres.replication import (
     advance_slot,
@@ -57,6 +58,7 @@ from cdckit.pipelines.base import (
     state_file,
     write_snapshot_state,
 )
+from cdckit.pipelines.ownership import JobAlreadyRunning
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
@@ -405,3 +407,22 @@ def _table_estimates(conn: Any, tables: list[str]) -> dict[str, int]:
                 estimates[str(name)] = int(row[0])
     conn.commit()
     return estimates
+
+
+def lock_source(config: Config, command: str) -> SlotLock | None:
+    """The slot's job lock (``cdckit.dialect.postgres.job_lock``), or ``JobAlreadyRunning`` naming the job that
+    holds it. A job killed a moment ago holds it until its server process has noticed: tried again for a second."""
+    slot_name = config.str("slot.name")
+    lock = SlotLock(config.as_properties(include_secrets=True), slot_name, command)
+    deadline = time.monotonic() + 1.0
+    while True:
+        holder = lock.acquire()
+        if holder is None:
+            return lock if lock.supported else None
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    raise JobAlreadyRunning(
+        f"replication slot '{slot_name}' is in use by another cdckit job: {describe_holder(holder)}; two jobs on "
+        f"one slot would break each other. Stop that job first (SIGTERM, or Ctrl-C where it runs), or give this one "
+        f"its own slot.name and cdckit.checkpoint.location")

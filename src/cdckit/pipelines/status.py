@@ -6,6 +6,10 @@ slot (PostgreSQL) or the capture job (SQL Server). A job counts as running while
 fresh: the job rewrites it after every batch and every idle report (``spark.sql.streaming.noDataProgressEventInterval``,
 1 s unless the job sets it). One older than ``STALE_SECONDS`` belongs to a job that was stopped without saying so
 (killed).
+
+The checkpoint's owner file (``cdckit.pipelines.ownership``) says more: which job holds the checkpoint now (its
+heartbeat is refreshed every few seconds, whatever a batch takes), and how the last one ended: stopped by SIGTERM or
+SIGINT, finished, or failed, and when.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from cdckit.config import Config
 from cdckit.observe.publish import STATUS_FILE
 from cdckit.pipelines.base import STATE, Pipeline
+from cdckit.pipelines.ownership import describe_owner, fresh, read_owner, when
 from cdckit.state import StateStore
 
 STALE_SECONDS = 60
@@ -38,6 +43,11 @@ def job_status(config: Config, pipeline: Pipeline) -> dict[str, Any]:
         report["age_seconds"] = round(age, 1)
         report["alive"] = bool(report.get("running")) and age <= STALE_SECONDS
     found["job"] = report if isinstance(report, dict) else None
+    owner = read_owner(checkpoint)
+    if owner is not None:
+        owner.pop("token", None)
+        owner["alive"] = fresh(owner)
+    found["owner"] = owner
     try:
         found["source"] = pipeline.source_status(config, found["snapshot"], found["stream"])
     except Exception as exc:  # the rest of the status is still worth showing
@@ -68,7 +78,10 @@ def render(status: dict[str, Any], console: Any) -> None:
 
     line(f"checkpoint {status['checkpoint']} (topic.prefix {status['topic.prefix']})")
     job = status.get("job")
-    if job is None:
+    owner = status.get("owner")
+    if owner is not None:  # what the owner file says, from its heartbeat rather than the last batch's report
+        line(f"job: {owner_line(owner)}")
+    elif job is None:
         line("job: no status recorded (no job has run with this checkpoint since metrics were added)")
     else:
         where = f"on {job.get('host')} pid {job.get('pid')}"
@@ -141,6 +154,27 @@ def render(status: dict[str, Any], console: Any) -> None:
                 estimate = recorded.get(table) or now.get(table)  # the estimate when the snapshot started
                 line(f"  snapshot {database}.{table}: {rows} rows read"
                      + (f" of about {estimate}" if estimate else ""))
+
+
+def owner_line(owner: dict[str, Any]) -> str:
+    """What the checkpoint's owner file says: running (where, since when), or how and when the last job ended."""
+    if owner.get("alive"):
+        return f"running: {describe_owner(owner)}"
+    where = f"on {owner.get('host')} pid {owner.get('pid')}"
+    if owner.get("running"):
+        return (f"not running: {describe_owner(owner)} stopped refreshing its heartbeat, so it ended without "
+                f"finishing (killed, or its machine lost)")
+    ended = {"stopped": f"stopped by {owner.get('stopped_by')}", "failed": "failed",
+             "finished": "finished"}.get(str(owner.get("outcome")), "stopped")
+    return (f"{ended} at {when(owner.get('stopped_ms'))} ({_ago(owner.get('stopped_ms'))}; cdckit "
+            f"{owner.get('command', 'job')} {where}, started {when(owner.get('started_ms'))})")
+
+
+def _ago(ms: Any) -> str:
+    try:
+        return f"{(time.time() * 1000 - int(ms)) / 1000:.0f} s ago"
+    except (TypeError, ValueError):
+        return "when unknown"
 
 
 def incremental_lines(offsets: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from cdckit.config import Config
 from cdckit.errors import from_spark
 from cdckit.observe.publish import Observer
+from cdckit.pipelines.stopping import FINISH_BATCH_SECONDS, STOP
 from cdckit.spark import compat
 from cdckit.spark.options import to_spark_options
 from cdckit.spark.progress import IDLE_INTERVAL, ProgressListener, listen
@@ -36,6 +37,7 @@ class SnapshotReport:
     tables: list[str]
     rows_per_topic: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    stopped_by: str | None = None  # SIGTERM or SIGINT: the snapshot was abandoned (cdckit.pipelines.stopping)
 
     @property
     def rows(self) -> int:
@@ -50,6 +52,8 @@ class StreamReport:
     confirmed_flush_lsn: str | None = None
     seconds: float = 0.0
     snapshot: SnapshotReport | None = None
+    stopped_by: str | None = None  # SIGTERM or SIGINT stopped the job (cdckit.pipelines.stopping)
+    abandoned: str | None = None  # what a stop abandoned before the query ran: "snapshot", or "start"
 
     @property
     def events(self) -> int:
@@ -117,11 +121,13 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     totals: Counter[str] = Counter()
     enough = threading.Event()
     last_batch_id = [-1]
+    in_batch = [False]
     max_batches = config.int("cdckit.stream.max.batches")
     small_batches = SmallBatches(config.int("max.batch.size"))
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
+        in_batch[0] = True
         controls: list[str] = []
         summary = sink.batch(batch, batch_id, controls, ordered_partitions=ordered_partitions,
                              source_wrote=source_wrote, topics=batch_topics)
@@ -140,6 +146,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
             on_batch(batch_id, summary)
         if max_batches and report.batches >= max_batches:
             enough.set()
+        in_batch[0] = False
 
     available_now = config.str("cdckit.trigger") == "available-now"
     catch_up = available_now and not compat.ADMISSION_CONTROL
@@ -164,6 +171,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
             spark.conf.set(IDLE_INTERVAL, "1000")
         listener = ProgressListener(observer.metrics.progress, lambda: _idle(observer))
         remove_listener = listen(spark, listener)
+    STOP.interruptible = False  # from now on a stop signal waits for the batch under way (the loop below)
     try:
         with compat.local_checkpoint_files(spark, checkpoint):
             query = writer.queryName(query_name).start()
@@ -174,6 +182,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     if observer is not None:
         listener.watch(str(query.id))
     caught_up = threading.Event()
+    stop_seen = [0.0]
     if catch_up:
         threading.Thread(target=_until_caught_up, args=(query, caught_up), daemon=True,
                          name="cdckit-catch-up").start()
@@ -184,6 +193,14 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
                     # Stop once the last counted batch is committed (Spark reports its progress after its commit).
                     # The source plans no batch beyond it (compat.MAX_BATCHES_OPTION), so none can start meanwhile.
                     query.stop()
+                elif STOP.event.is_set():
+                    stop_seen[0] = stop_seen[0] or time.monotonic()
+                    # once the batch under way is committed; after FINISH_BATCH_SECONDS in the middle of it (Spark
+                    # runs an uncommitted batch again at the next start, with the same id and offsets)
+                    if ((not in_batch[0] and progress_batch(query) >= last_batch_id[0])
+                            or time.monotonic() - stop_seen[0] > FINISH_BATCH_SECONDS):
+                        report.stopped_by = STOP.signal_name
+                        query.stop()
             query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()

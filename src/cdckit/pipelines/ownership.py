@@ -1,0 +1,201 @@
+"""One writer per slot and per checkpoint: a job claims both before Spark starts, and a second job is refused.
+
+Two guards, because either can be shared without the other:
+
+* the source's lock (``SourceLock``, from the dialect's pipeline): PostgreSQL, an advisory lock of the slot held on
+  a connection of the driver; SQL Server, an application lock (``sp_getapplock``, owner Session) of the checkpoint
+  in the first captured database. The server releases it when the job's connection ends, however the job ends.
+* the checkpoint's owner file ``<checkpoint>/cdckit.owner`` (a path or s3://): the job's host, pid, command, when it
+  started, and a heartbeat a driver thread refreshes every ``HEARTBEAT_SECONDS``. A fresh heartbeat of another job
+  refuses the start; one older than ``STALE_SECONDS`` is a job that ended without saying so (killed, its machine
+  lost) and is taken over, with a log line. When the job ends, the file records that it stopped, when, and why
+  (``cdckit status`` shows it).
+
+The claim is per process and per checkpoint (``claim``, ``held``); ``cdckit.pipelines.dispatch`` takes it when the
+CLI has not, and releases it when the job ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from cdckit.config import Config
+from cdckit.errors import CdcKitError
+from cdckit.state import StateStore, join
+
+OWNER_FILE = "cdckit.owner"
+HEARTBEAT_SECONDS = 5.0
+STALE_SECONDS = 3 * HEARTBEAT_SECONDS
+SETTLE_SECONDS = 0.3  # between writing the owner file and reading it back (two jobs starting at once)
+log = logging.getLogger("cdckit")
+
+
+class JobAlreadyRunning(CdcKitError):
+    """Another job holds the slot's (or the checkpoint's) lock, or the checkpoint's owner file is fresh."""
+
+
+class SourceLock(Protocol):
+    """The source's exclusive lock of a job (``Pipeline.lock_source``)."""
+
+    identity: str  # what the lock guards, the same for every job that would conflict (the slot's name)
+
+    def keep(self) -> None:
+        """Called every heartbeat: keep the lock's connection alive (take the lock again if it was lost)."""
+
+    def close(self) -> None:
+        """Release the lock (close its connection)."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def when(ms: Any) -> str:
+    """Epoch milliseconds as ``2026-11-28 17:52:03 UTC``."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(ms) / 1000))
+    except (TypeError, ValueError):
+        return "an unknown time"
+
+
+def describe_owner(owner: dict[str, Any]) -> str:
+    """``cdckit stream on host pid 123, running since ... (heartbeat 2 s ago)``."""
+    age = (now_ms() - int(owner.get("heartbeat_ms") or 0)) / 1000
+    return (f"cdckit {owner.get('command', 'job')} on {owner.get('host')} pid {owner.get('pid')}, running since "
+            f"{when(owner.get('started_ms'))} (heartbeat {age:.0f} s ago)")
+
+
+def read_owner(location: str) -> dict[str, Any] | None:
+    try:
+        document = StateStore(location).read_json(OWNER_FILE)
+    except ValueError:  # a torn or foreign file: no owner
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def fresh(owner: dict[str, Any] | None) -> bool:
+    """Whether ``owner`` records a running job whose heartbeat is recent."""
+    return bool(owner and owner.get("running")
+                and now_ms() - int(owner.get("heartbeat_ms") or 0) <= STALE_SECONDS * 1000)
+
+
+class Claim:
+    """This process's claim of a checkpoint (and the source's lock): the owner file and its heartbeat thread."""
+
+    def __init__(self, config: Config, command: str, source_lock: SourceLock | None) -> None:
+        self.location = config.str("cdckit.checkpoint.location")
+        self.store = StateStore(self.location)
+        self.source_lock = source_lock
+        self.token = uuid.uuid4().hex
+        self.document: dict[str, Any] = {"running": True, "command": command, "host": socket.gethostname(),
+                                         "pid": os.getpid(), "started_ms": now_ms(), "token": self.token}
+        # what the source's lock guards (the slot; SQL Server: the checkpoint in the first database): a fresh owner
+        # file of the same lock, now that this job holds the lock, is a job that ended without saying so
+        self.document["lock"] = getattr(source_lock, "identity", None)
+        if not config.is_sqlserver:
+            self.document["slot"] = config.str("slot.name")
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost = False
+
+    def take(self) -> None:
+        """Write the owner file unless a fresh one of another job is there; read it back after a moment, in case
+        another job wrote it at the same time."""
+        found = read_owner(self.location)
+        if (fresh(found) and found is not None and found.get("token") != self.token
+                and not (self.document["lock"] and found.get("lock") == self.document["lock"])):
+            raise self._refusal(found)
+        if found is not None and found.get("running"):
+            log.warning("taking over checkpoint %s from %s: it ended without saying so (killed, or its machine lost): "
+                        "%s", self.location, describe_owner(found),
+                        "its heartbeat stopped" if not fresh(found) else "the source's lock it held is free")
+        self._write()
+        time.sleep(SETTLE_SECONDS)
+        found = read_owner(self.location)
+        if found is not None and found.get("token") != self.token:
+            raise self._refusal(found)
+        self._thread = threading.Thread(target=self._beat, daemon=True, name="cdckit-owner-heartbeat")
+        self._thread.start()
+
+    def _refusal(self, owner: dict[str, Any]) -> JobAlreadyRunning:
+        return JobAlreadyRunning(
+            f"checkpoint {self.location} is in use by {describe_owner(owner)}; two jobs on one checkpoint would "
+            f"break each other. Stop that job first (SIGTERM, or Ctrl-C where it runs), or give this one another "
+            f"cdckit.checkpoint.location; a job that was killed is taken over {STALE_SECONDS:.0f} s after its last "
+            f"heartbeat")
+
+    def _write(self) -> None:
+        self.document["heartbeat_ms"] = now_ms()
+        self.store.write_json(OWNER_FILE, self.document)
+
+    def _beat(self) -> None:
+        while not self._done.wait(HEARTBEAT_SECONDS):
+            try:
+                found = read_owner(self.location)
+                if found is not None and found.get("token") != self.token:
+                    if not self.lost:
+                        log.error("checkpoint %s was taken over by %s (this job's heartbeat was late by more than "
+                                  "%.0f s): stop one of the two jobs", self.location, describe_owner(found),
+                                  STALE_SECONDS)
+                    self.lost = True
+                else:
+                    self._write()
+            except Exception as exc:  # S3 or the disk failing for a moment: tried again at the next heartbeat
+                log.warning("refreshing %s failed: %s", join(self.location, OWNER_FILE), exc)
+            if self.source_lock is not None:
+                try:
+                    self.source_lock.keep()
+                except Exception as exc:
+                    log.warning("keeping the source's job lock failed: %s", exc)
+
+    def release(self, stopped_by: str | None = None, outcome: str = "finished") -> None:
+        """Stop the heartbeat, record the stop in the owner file (unless another job took the checkpoint over), and
+        release the source's lock."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(HEARTBEAT_SECONDS * 2)
+        try:
+            found = read_owner(self.location)
+            if found is None or found.get("token") == self.token:
+                self.document.update({"running": False, "stopped_ms": now_ms(), "stopped_by": stopped_by,
+                                      "outcome": outcome})
+                self.store.write_json(OWNER_FILE, self.document)
+        except Exception as exc:
+            log.warning("recording the job's stop in %s failed: %s", join(self.location, OWNER_FILE), exc)
+        finally:
+            if self.source_lock is not None:
+                self.source_lock.close()
+            _held.pop(self.location, None)
+
+
+_held: dict[str, Claim] = {}
+
+
+def held(config: Config) -> Claim | None:
+    """This process's claim of the configuration's checkpoint, if it has one."""
+    return _held.get(config.str("cdckit.checkpoint.location"))
+
+
+def claim(config: Config, command: str, lock_source: Callable[[Config, str], SourceLock | None]) -> Claim:
+    """Claim the source's lock (``lock_source``: the dialect's, raising ``JobAlreadyRunning`` naming the holder)
+    and the checkpoint; ``JobAlreadyRunning`` when another job has either."""
+    existing = held(config)
+    if existing is not None:
+        return existing
+    source_lock = lock_source(config, command)
+    job = Claim(config, command, source_lock)
+    try:
+        job.take()
+    except BaseException:
+        if source_lock is not None:
+            source_lock.close()
+        raise
+    _held[job.location] = job
+    return job
