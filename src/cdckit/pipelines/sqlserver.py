@@ -30,6 +30,7 @@ from cdckit.dialect.sqlserver.catalog import (
 )
 from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn, require_max_lsn
 from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.job_lock import CheckpointLock
 from cdckit.dialect.sqlserver.schema_evolution import Rotation, apply_with, plan_for
 from cdckit.dialect.sqlserver.snapshot import (
     CHUNKS_OPTION,
@@ -45,6 +46,7 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
 from cdckit.pipelines.base import clear_earlier_snapshot, read_snapshot_state, snapshot_observed, write_snapshot_state
+from cdckit.pipelines.ownership import JobAlreadyRunning, describe_owner, read_owner
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
 from cdckit.spark.options import to_spark_options
@@ -319,7 +321,21 @@ def apply_schema_evolution(config: Config, rotations: list[Rotation]) -> None:
     apply_with(config.as_properties(include_secrets=True), rotations)
 
 
-def lock_source(config: Config, command: str) -> None:
-    """SQL Server has no slot: two jobs may read one database's change tables, each with its own checkpoint; the
-    checkpoint's owner file keeps a second job off one checkpoint."""
-    return None
+def lock_source(config: Config, command: str) -> CheckpointLock:
+    """The checkpoint's application lock in the first captured database (``cdckit.dialect.sqlserver.job_lock``), or
+    ``JobAlreadyRunning`` naming the job the checkpoint's owner file names. SQL Server has no slot: jobs with
+    checkpoints of their own may read the same change tables."""
+    checkpoint = config.str("cdckit.checkpoint.location")
+    database = databases(config.as_properties())[0]
+    lock = CheckpointLock(config.as_properties(include_secrets=True), database, checkpoint)
+    deadline = time.monotonic() + 1.0
+    while not lock.acquire():
+        if time.monotonic() >= deadline:
+            owner = read_owner(checkpoint)
+            who = describe_owner(owner) if owner else "a session of another job"
+            raise JobAlreadyRunning(
+                f"checkpoint {checkpoint} is in use by {who}, which holds its {lock.identity}; two jobs on one "
+                f"checkpoint would break each other. Stop that job first (SIGTERM, or Ctrl-C where it runs), or give "
+                f"this one another cdckit.checkpoint.location")
+        time.sleep(0.25)
+    return lock

@@ -45,6 +45,11 @@ Three surfaces:
 
 Modelled:
 
+* Application locks: ``sp_getapplock`` with ``@LockMode = 'Exclusive'``, ``@LockOwner = 'Session'`` and
+  ``@LockTimeout = 0`` (cdckit's one job per checkpoint, ``queries.GET_JOB_LOCK``) grants a resource of a database
+  to one session; another session's request is not granted (SQL Server's return code -1, timed out, on Microsoft's
+  sp_getapplock page) and ``APPLOCK_MODE('public', resource, 'Session')`` answers NoLock to it, Exclusive to the
+  holder. A session's locks go when it ends: its connection closed, or its process gone.
 * Logins and permissions: a wrong login or password fails the connection with error 18456 (SQLSTATE 28000,
   InterfaceError), a database the login has no user in (or that does not exist) with error 4060 (SQLSTATE 42000,
   ProgrammingError), both as pyodbc reports them at SQLDriverConnect; ``sys.fn_cdc_get_min_lsn`` returns 0x00 for a

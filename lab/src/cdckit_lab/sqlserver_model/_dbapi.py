@@ -21,7 +21,7 @@ from ._errors import (
     pyodbc_error,
     server_error,
 )
-from ._statements import Result, Session, execute
+from ._statements import Result, Session, execute, release_app_locks
 from ._types import (
     DATETIMEOFFSET_SQL_TYPE,
     SQL_TYPES,
@@ -267,7 +267,10 @@ class Connection:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._sqlite.close()
+            try:
+                release_app_locks(self._sqlite, self.session)  # the session ends: its application locks go
+            finally:
+                self._sqlite.close()
 
     def __enter__(self) -> Connection:
         return self

@@ -9,8 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import os
 import re
 import sqlite3
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +87,8 @@ class Session:
     model_path: str = ""
     login: str = ""  # the connection's UID, case-folded
     lock_timeout: int = -1  # SET LOCK_TIMEOUT, in milliseconds
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the owner of its application locks
+    asked_app_lock: bool = False  # whether it asked for one (its end then releases them)
 
 
 @dataclass
@@ -654,6 +658,61 @@ def _set_lock_timeout(conn: sqlite3.Connection, g: dict[str, str], p: list[Any],
     return Result(None, [])
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+APP_LOCKS = ("CREATE TABLE IF NOT EXISTS app_locks (db TEXT COLLATE NOCASE, resource TEXT, session TEXT, "
+             "pid INTEGER, PRIMARY KEY (db, resource))")
+
+
+def _get_job_lock(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """sp_getapplock @LockMode = 'Exclusive', @LockOwner = 'Session', @LockTimeout = 0: granted unless another session
+    holds the resource in the database (then its return code would be -1, the request timed out: not waited for).
+    SQL Server releases a session's application locks when the session ends: here when the connection is closed
+    (``Connection.close``), or when its process is gone (a process killed, whose connections closed nothing)."""
+    if (p[1], p[2]) != ("Exclusive", "Session"):
+        raise UnmodelledStatementError("HY000", f"the SQL Server model has Exclusive application locks of a Session "
+                                       f"only, not @LockMode = {p[1]!r}, @LockOwner = {p[2]!r}")
+    db = _database(conn, g)
+    s.asked_app_lock = True
+    with store.write_transaction(s.model_path) as writer:
+        writer.execute(APP_LOCKS)  # a model file older than application locks
+        for session, pid in writer.execute("SELECT session, pid FROM app_locks").fetchall():
+            if not _alive(pid):
+                writer.execute("DELETE FROM app_locks WHERE session = ?", (session,))
+        holder = writer.execute("SELECT session FROM app_locks WHERE db = ? AND resource = ?", (db, p[0])).fetchone()
+        if holder is None:
+            writer.execute("INSERT INTO app_locks (db, resource, session, pid) VALUES (?, ?, ?, ?)",
+                           (db, p[0], s.session_id, os.getpid()))
+    return Result(None, [])
+
+
+def _job_lock_mode(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
+    """APPLOCK_MODE('public', resource, 'Session'): Exclusive when this session holds the resource, else NoLock (the
+    model keeps Exclusive application locks only)."""
+    if (p[0], p[2]) != ("public", "Session"):
+        raise UnmodelledStatementError("HY000", f"the SQL Server model answers APPLOCK_MODE of public's Session locks "
+                                       f"only, not {p[0]!r}, {p[2]!r}")
+    held = conn.execute("SELECT 1 FROM app_locks WHERE resource = ? AND session = ?", (p[1], s.session_id)).fetchone()
+    return _scalar(_out("", "nvarchar", 64), "Exclusive" if held else "NoLock")
+
+
+def release_app_locks(conn: sqlite3.Connection, session: Session) -> None:
+    """A session's end releases its application locks."""
+    if not session.asked_app_lock:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("DELETE FROM app_locks WHERE session = ?", (session.session_id,))
+    conn.execute("COMMIT")
+
+
 def _set_isolation(conn: sqlite3.Connection, g: dict[str, str], p: list[Any], s: Session) -> Result:
     s.isolation_level = g["_sql"].split(" LEVEL ", 1)[1]
     return Result(None, [])
@@ -671,6 +730,8 @@ def _statements() -> list[tuple[str, re.Pattern[str], Handler]]:
         ("ENABLE_TABLE", q.ENABLE_TABLE.format(db=db), _enable_table),
         ("DISABLE_TABLE", q.DISABLE_TABLE.format(db=db), _disable_table),
         ("SERVER_UTC_OFFSET", q.SERVER_UTC_OFFSET, _server_utc_offset),
+        ("GET_JOB_LOCK", q.GET_JOB_LOCK.format(db=db), _get_job_lock),
+        ("JOB_LOCK_MODE", q.JOB_LOCK_MODE, _job_lock_mode),
         ("MAX_LSN", q.MAX_LSN.format(db=db), _max_lsn),
         ("MIN_LSN", q.MIN_LSN.format(db=db), _min_lsn),
         ("CAPTURE_INSTANCE_START", q.CAPTURE_INSTANCE_START.format(db=db), _capture_instance_start),

@@ -337,6 +337,16 @@ def set_lock_timeout(milliseconds: int) -> str:
     return f"SET LOCK_TIMEOUT {int(milliseconds)}"
 
 
+# -- one job per checkpoint: an application lock owned by the job's session, released when its connection ends -----
+# sp_getapplock with @LockOwner = 'Session' and @LockTimeout = 0: a lock another session holds is not waited for.
+# Its return code (Microsoft's sp_getapplock page: 0 granted, 1 granted after waiting, -1 timed out, -2 cancelled,
+# -3 deadlock victim, -999 a parameter or call error) is the procedure's return value, which a statement of its own
+# does not hand back; APPLOCK_MODE then says whether this session holds the lock: Exclusive, or NoLock.
+# Bound: the resource, then Exclusive and Session (JOB_LOCK_PARAMETERS); APPLOCK_MODE: public, the resource, Session.
+GET_JOB_LOCK = "EXEC {db}.sys.sp_getapplock @Resource = ?, @LockMode = ?, @LockOwner = ?, @LockTimeout = 0"
+JOB_LOCK_MODE = "SELECT APPLOCK_MODE(?, ?, ?)"
+
+
 def lock_table(db: str, schema: str, table: str) -> str:
     """``snapshot.isolation.mode=exclusive``: hold an exclusive table lock while the schema is read."""
     return f"SELECT TOP (0) * FROM {db}.{quote_name(schema)}.{quote_name(table)} WITH (TABLOCKX)"
