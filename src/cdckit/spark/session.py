@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -34,8 +38,12 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
-def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, delta: bool = False) -> SparkSession:
+def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, delta: bool = False,
+              quiet: bool = True) -> SparkSession:
     """Return the active session (spark-submit) or start a local one, with cdckit's data sources registered.
+
+    A local session logs Spark's warnings, less those known to be harmless here (``log4j2.properties``);
+    ``quiet=False`` (``cdckit --verbose``) logs them all (``log4j2-verbose.properties``).
 
     ``kafka`` puts Spark's Kafka connector on a local session's class path, ``delta`` Delta Lake (with its SQL
     extension and catalog), both fetched once from Maven Central; with spark-submit, pass them yourself
@@ -46,12 +54,13 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, 
     # Spark's Python workers must use this interpreter (and so this virtualenv's packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("cdckit")
-    if not submitted() and not SparkConf().contains("spark.master"):
+    settings = {"spark.app.name": "cdckit"}
+    local = not submitted() and not SparkConf().contains("spark.master")
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.master(os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER))
-        builder = builder.config("spark.sql.shuffle.partitions", "4")
-        builder = builder.config("spark.ui.enabled", "false")
+        settings["spark.master"] = os.environ.get("CDCKIT_SPARK_MASTER", DEFAULT_LOCAL_MASTER)
+        settings["spark.sql.shuffle.partitions"] = "4"
+        settings["spark.ui.enabled"] = "false"
         jars = []
         if kafka:
             from cdckit.artifacts import spark_kafka_jars
@@ -61,20 +70,24 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, 
             from cdckit.artifacts import delta_jars
 
             jars += delta_jars()
-            builder = builder.config("spark.sql.extensions", DELTA_EXTENSION)
-            builder = builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+            settings["spark.sql.extensions"] = DELTA_EXTENSION
+            settings["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
             # Delta rebuilds a table's state in this many tasks (50 by default), which on a few local cores costs
             # more than the state itself.
-            builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+            settings["spark.databricks.delta.snapshotPartitions"] = "2"
         if jars:
-            builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
-        log_config = Path(__file__).with_name("log4j2.properties")
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
+            settings["spark.jars"] = ",".join(str(jar) for jar in jars)
+        log_config = Path(__file__).with_name("log4j2.properties" if quiet else "log4j2-verbose.properties")
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
+    settings["spark.ui.showConsoleProgress"] = "false"
     # Spark hides option values whose keys match this in plans, the UI and event logs; cdckit's secrets include
     # SASL JAAS settings and the Event Hubs connection string besides passwords.
-    builder = builder.config("spark.redaction.regex", REDACTION_REGEX)
-    for key, value in (extra_conf or {}).items():
+    settings["spark.redaction.regex"] = REDACTION_REGEX
+    settings.update(extra_conf or {})
+    if local and quiet:
+        _start_jvm(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     use_v2_write(spark)
@@ -85,6 +98,35 @@ def get_spark(extra_conf: Mapping[str, str] | None = None, kafka: bool = False, 
     spark.dataSource.register(SqlServerSnapshotDataSource)
     spark.dataSource.register(SqlServerChangeDataSource)
     return spark
+
+
+def _start_jvm(settings: Mapping[str, str]) -> None:
+    """Start the local session's JVM (unless this process has one) with its stderr passed on through a thread that
+    leaves out ``JVM_NOISE``. That is the JVM's own "WARNING: Using incubator modules: jdk.incubator.vector" at its
+    start: Spark's launcher always adds ``--add-modules=jdk.incubator.vector``, and no JVM option silences the
+    warning that module gives. Spark's own log (log4j2.properties) comes through the same way, line by line."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf()
+    conf.setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    threading.Thread(target=_pass_on, args=(gateway.proc.stderr,), daemon=True, name="cdckit-jvm-stderr").start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
+JVM_NOISE = (b"WARNING: Using incubator modules: ",)
+
+
+def _pass_on(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to this process's, line by line, less ``JVM_NOISE``."""
+    with contextlib.suppress(OSError, ValueError), os.fdopen(os.dup(2), "wb") as stderr:
+        for line in iter(stream.readline, b""):
+            if not line.startswith(JVM_NOISE):
+                stderr.write(line)
+                stderr.flush()
 
 
 def apply_file_mode(spark: SparkSession, options: Mapping[str, str]) -> None:
