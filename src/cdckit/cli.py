@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 
@@ -26,6 +26,9 @@ from cdckit.config import Config, load_config
 from cdckit.config.properties import PROPERTIES
 from cdckit.config.secrets import redact, redact_logs
 from cdckit.errors import CdcKitError, wrapped_message
+
+if TYPE_CHECKING:
+    from cdckit.pipelines.streaming import SnapshotReport
 
 EXIT_USER_ERROR = 2
 EXIT_QUALITY_FAILED = 1
@@ -40,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cdckit", description="Change data capture as Spark jobs, "
                                      "emitting Debezium-compatible change events.")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error too")
+    parser.add_argument("--verbose", action="store_true", help="show everything: Spark's warnings (also those "
+                        "known to be harmless), cdckit's debug log and a JSON line of the metrics per batch "
+                        "(cdckit.metrics.log=true)")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("snapshot", "take the initial snapshot"),
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
@@ -108,10 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown and not (args.command == "demo" and "demo" not in plugin_commands()):  # the demo's own, refused below
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     redact_logs()  # the configuration's secrets never reach the log (cdckit.config.secrets)
     console = Console()
+    if not console.is_terminal:  # a log file or a pipe: a line as long as it is, not cut at 80 columns
+        console = Console(soft_wrap=True)
     try:
         return _dispatch(args, console)
     except CdcKitError as exc:
@@ -144,7 +153,17 @@ def _as_text(value: object) -> str:
 
 
 def _load(args: argparse.Namespace) -> Config:
-    return load_config(args.config, args.overrides)
+    verbose = ["cdckit.metrics.log=true"] if args.verbose else []  # the JSON line of the metrics per batch
+    return load_config(args.config, [*args.overrides, *verbose])
+
+
+def snapshot_line(report: SnapshotReport) -> str:
+    """A snapshot's summary, as ``cdckit snapshot`` and ``cdckit stream`` print it."""
+    tables = f"{len(report.tables)} table{'' if len(report.tables) == 1 else 's'}"
+    if report.status == "skipped":
+        return f"snapshot already taken: {tables}, consistent point {report.consistent_point}"
+    where = f"; slot {report.slot_name} at {report.consistent_point}" if report.slot_name else ""
+    return f"snapshot {report.status}: {report.rows:,} rows from {tables} in {report.seconds:.1f}s{where}"
 
 
 def _dispatch(args: argparse.Namespace, console: Console) -> int:
@@ -194,33 +213,39 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
 
     claim_job(config, args.command)  # one job per slot and checkpoint: a second is refused before Spark starts
     sink = config.str("cdckit.sink")
-    spark = get_spark(kafka=sink in ("kafka", "eventhubs"), delta=sink == "delta")
+    spark = get_spark(kafka=sink in ("kafka", "eventhubs"), delta=sink == "delta", quiet=not args.verbose)
     if args.command == "snapshot":
         # schema_only is Debezium's earlier name of no_data (the stream and SQL Server's snapshot read it so too)
         report = run_snapshot(spark, config, data=config.str("snapshot.mode") not in ("no_data", "schema_only"))
         if report.stopped_by:  # SIGTERM or SIGINT
             console.print(stopped_line(report), highlight=False, markup=False, soft_wrap=True)
             return 0
-        console.print(f"snapshot {report.status}: {report.rows} rows from {len(report.tables)} tables in "
-                      f"{report.seconds:.1f}s; slot {report.slot_name} at {report.consistent_point}")
-        for topic, count in report.rows_per_topic.items():
-            console.print(f"  {topic}: {count}", highlight=False)
+        _print_snapshot(console, report)
         return 0
+    on_snapshot = functools.partial(_print_snapshot, console)  # as soon as it completed, before the batches
     if console.is_terminal:  # a live view of the metrics instead of a line per batch
         from cdckit.observe.live import LiveView
 
         with LiveView(console) as view:
-            stream = run_stream(spark, config, on_metrics=view.update)
+            stream = run_stream(spark, config, on_metrics=view.update, on_snapshot=on_snapshot)
     else:
-        stream = run_stream(spark, config, on_batch=lambda batch_id, summary: console.print(
-            f"batch {batch_id}: " + (", ".join(f"{t}={n}" for t, n in summary.items()) or "no events"),
-            highlight=False))
+        from cdckit.observe.lines import BatchLines
+
+        lines = BatchLines(lambda line: console.print(line, highlight=False, markup=False))
+        stream = run_stream(spark, config, on_batch=lines.batch, on_metrics=lines.metrics, on_snapshot=on_snapshot)
     if stream.stopped_by:  # SIGTERM or SIGINT
         console.print(stopped_line(stream), highlight=False, markup=False, soft_wrap=True)
         return 0
-    console.print(f"stream stopped after {stream.batches} batch(es), {stream.events} records; last offset "
-                  f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}")
+    console.print(f"stream stopped after {stream.batches} batch(es), {stream.events:,} records; last offset "
+                  f"{stream.last_offset}; slot confirmed_flush_lsn {stream.confirmed_flush_lsn}", highlight=False)
     return 0
+
+
+def _print_snapshot(console: Console, report: SnapshotReport) -> None:
+    console.print(snapshot_line(report), highlight=False, markup=False)
+    if report.status != "skipped":
+        for topic, count in report.rows_per_topic.items():
+            console.print(f"  {topic}: {count:,}", highlight=False, markup=False)
 
 
 def _quality(args: argparse.Namespace, console: Console) -> int:

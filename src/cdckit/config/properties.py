@@ -242,6 +242,9 @@ PROPERTIES: tuple[Property, ...] = (
              "sent its whole request within this time, or does not take the answer within it", minimum=100),
     Property("cdckit.metrics.max.connections", "int", 8, "connections the Prometheus endpoint serves at once, each "
              "on a thread of the driver; more are closed at once", minimum=1),
+    Property("cdckit.metrics.log", "bool", False, "a JSON line of the metrics ({\"cdckit.metrics\": {...}}) on the "
+             "driver's stderr after each batch and snapshot, for a log pipeline to parse (cdckit --verbose turns it "
+             "on too)"),
     Property("cdckit.metrics.cloudwatch.namespace", "string", "", "CloudWatch namespace the driver sends "
              "Debezium's metrics to after each batch, through boto3 (empty = none)"),
     Property("custom.metric.tags", "string", "", "k1=v1,k2=v2: labels (Prometheus) and dimensions (CloudWatch) "

@@ -107,8 +107,10 @@ class ConnectorMetrics:
 
     # -- streaming ---------------------------------------------------------------------------------------------
 
-    def batch_committed(self, batch_id: int, stats: Iterable[Mapping[str, Any]], records: int) -> None:
-        """A micro-batch is in the sink: add up what its partitions read (``stats_document`` each)."""
+    def batch_committed(self, batch_id: int, stats: Iterable[Mapping[str, Any]], records: int,
+                        write_ms: int | None = None) -> None:
+        """A micro-batch is in the sink: add up what its partitions read (``stats_document`` each). ``write_ms``:
+        the time the batch took to read and write (Spark's progress, which comes later, adds the trigger's)."""
         now = self.now_ms()
         with self._lock:
             lasts: dict[str, dict[str, Any]] = {}
@@ -130,6 +132,8 @@ class ConnectorMetrics:
                 if last.get("source_ts_ms"):
                     metrics.behind_ms = max(0, now - int(last["source_ts_ms"]))
             self.batch = {"id": batch_id, "committed_ms": now, "records": records}
+            if write_ms is not None:
+                self.batch["write_ms"] = write_ms
 
     def progress(self, progress: Mapping[str, Any]) -> None:
         """Spark's progress of the batch just committed (a ``StreamingQueryProgress`` as a dict)."""

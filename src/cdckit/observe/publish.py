@@ -1,5 +1,5 @@
-"""Where a job's metrics go: the Prometheus endpoint, CloudWatch, a JSON line per batch in the job log, and the
-status file ``cdckit status`` reads (``<checkpoint>/status.json``)."""
+"""Where a job's metrics go: the Prometheus endpoint, CloudWatch, a JSON line per batch in the job log (where
+``cdckit.metrics.log`` asks for it), and the status file ``cdckit status`` reads (``<checkpoint>/status.json``)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ class Observer:
         self.cloudwatch: Any = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []  # e.g. the terminal's live view
         self.snapshot_rows: Callable[[], dict[str, int]] | None = None  # a running snapshot's rows per topic
+        # called with a snapshot's report once it completed (cdckit stream prints its summary)
+        self.snapshot_listeners: list[Callable[[Any], None]] = []
         self._lock = threading.Lock()
         self._polled = -1e9
         self._sent = {"cloudwatch": -1e9, "status": -1e9}

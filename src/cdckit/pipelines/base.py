@@ -103,4 +103,6 @@ def snapshot_observed(observer: Observer, tables: dict[str, list[str]], topics: 
             observer.metrics.snapshot_rows(*topics[topic], rows, done=True)
     observer.metrics.snapshot_ended(completed=True)
     observer.publish("snapshot")
+    for listener in observer.snapshot_listeners:
+        listener(report)
     return report

@@ -45,9 +45,10 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
 
 
 def job_observer(config: Config, on_metrics: Callable[[dict[str, Any]], None] | None = None) -> Observer:
-    """The job's metrics and their publishers (``cdckit.observe``), with the source's health. ``on_metrics``: called
-    with every published document (a terminal's live view, which then replaces the JSON lines)."""
-    observer = pipeline_for(config).job_observer(config, json_lines=on_metrics is None)
+    """The job's metrics and their publishers (``cdckit.observe``), with the source's health; a JSON line per batch
+    on stderr only where ``cdckit.metrics.log`` asks. ``on_metrics``: called with every published document (a
+    terminal's live view, the command's line per batch)."""
+    observer = pipeline_for(config).job_observer(config, json_lines=config.bool("cdckit.metrics.log"))
     if on_metrics is not None:
         observer.listeners.append(on_metrics)
     return observer
@@ -106,15 +107,19 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
 @_one_job("stream")
 def run_stream(spark: SparkSession, config: Config,
                on_batch: Callable[[int, WriteSummary], None] | None = None,
-               on_metrics: Callable[[dict[str, Any]], None] | None = None) -> StreamReport:
+               on_metrics: Callable[[dict[str, Any]], None] | None = None,
+               on_snapshot: Callable[[SnapshotReport], None] | None = None) -> StreamReport:
     """Run the change stream until the trigger says stop (available-now) or ``cdckit.stream.max.batches``.
-    ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``)."""
+    ``on_metrics``: called with the job's metrics after every batch and idle trigger (``job_observer``);
+    ``on_snapshot``: with the report of the snapshot the stream took first, as soon as it completed."""
     properties = config.as_properties()
     check_paths(spark, properties)
     apply_file_mode(spark, properties)
     started = time.monotonic()
     report = StreamReport()
     observer = job_observer(config, on_metrics)
+    if on_snapshot is not None:
+        observer.snapshot_listeners.append(on_snapshot)
     try:
         pipeline_for(config).stream(spark, config, report, observer, on_batch)
     finally:

@@ -135,7 +135,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         if controls and on_controls is not None:
             on_controls(controls)
         if observer is not None:
-            observer.metrics.batch_committed(batch_id, stats, sum(summary.values()))
+            observer.metrics.batch_committed(batch_id, stats, sum(summary.values()),
+                                             write_ms=round((time.monotonic() - began) * 1000))
             observer.poll_health(every_s=2.0)  # a query to the source at most every 2 s
             observer.publish("batch")
         totals.update(summary)
