@@ -271,7 +271,7 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
     if not from_files and not options.get("kafka.bootstrap.servers"):
         raise QualityInputError(f"--input {args.input!r} is not a folder; as a Kafka topic pattern it needs "
                                 f"kafka.bootstrap.servers (in the configuration or --set)")
-    spark = get_spark(kafka=not from_files)
+    spark = get_spark(kafka=not from_files, quiet=not args.verbose)
     records = read_files(spark, args.input) if from_files else read_kafka(spark, args.input, options)
     report = check_records(records, options, args.report, reconcile=reconcile)
     print_quality(console, report, args.report)
