@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                        ("stream", "stream changes (snapshotting first when snapshot.mode asks)"),
                        ("schema-evolution", "SQL Server: rotate capture instances of tables whose structure "
                                             "changed"),
-                       ("validate", "check a configuration and print it with secrets hidden"),
+                       ("validate", "check a configuration, the source, the sink and the checkpoint as a job "
+                                    "would before it starts, and print the settings with secrets hidden"),
                        ("status", "show a job's position, lag, last batch, snapshot progress and the source's "
                                   "health (slot or capture job), from its checkpoint and the source")):
         sub = commands.add_parser(name, help=text)
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="override one property (repeatable)")
         if name == "status":
             sub.add_argument("--json", action="store_true", help="print the status as one JSON document")
+        if name == "validate":
+            sub.add_argument("--offline", action="store_true", help="check the configuration and the local paths "
+                             "only: connect to nothing (no source, Kafka or S3)")
         if name == "schema-evolution":
             sub.add_argument("--plan", action="store_true", help="print the T-SQL for a DBA instead of running it")
     quality = commands.add_parser("quality", help="check emitted records with the data-quality suites")
@@ -183,10 +187,8 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     if args.command == "quality":
         return _quality(args, console)
     config = _load(args)
-    if args.command == "validate":  # every secret hidden: the rule of cdckit.config.secrets
-        for key, value in sorted(config.redacted().items()):
-            console.print(f"{key}={value}", highlight=False, markup=False)
-        return 0
+    if args.command == "validate":
+        return _validate(config, args.offline, console)
     if args.command == "schema-evolution":
         return _schema_evolution(config, args.plan, console)
     if args.command == "status":
@@ -205,10 +207,10 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
         raise ConfigurationError(["cdckit snapshot with snapshot.mode=never: that mode takes no snapshot at all; run "
                                   "`cdckit stream` to stream without one, or set snapshot.mode=initial (rows) or "
                                   "no_data (structures only) to take it"])
-    from cdckit.pipelines.dispatch import prepare_source, run_snapshot, run_stream
+    from cdckit.pipelines.dispatch import require_ready, run_snapshot, run_stream
     from cdckit.spark.session import get_spark
 
-    prepare_source(config)  # fail fast, before starting Spark, when the source is not ready
+    require_ready(config)  # fail fast, before starting Spark and before creating anything, when anything is missing
     from cdckit.pipelines.dispatch import claim_job, stopped_line
 
     claim_job(config, args.command)  # one job per slot and checkpoint: a second is refused before Spark starts
@@ -276,6 +278,40 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
     report = check_records(records, options, args.report, reconcile=reconcile)
     print_quality(console, report, args.report)
     return 0 if report.success else EXIT_QUALITY_FAILED
+
+
+def _validate(config: Config, offline: bool, console: Console) -> int:
+    """The chosen connector's settings (every secret hidden: the rule of cdckit.config.secrets), then what a job
+    checks before it starts, each on one line, and a verdict; exit 2 when anything is missing."""
+    from cdckit.config.properties import BY_NAME
+    from cdckit.pipelines.dispatch import check
+
+    dialect = "sqlserver" if config.is_sqlserver else "postgres"
+    at_default = 0
+    for key, value in sorted(config.redacted().items()):
+        prop = BY_NAME.get(key)
+        if prop is not None and prop.only and prop.only != dialect:
+            continue  # another connector's setting, at its default (a set one is refused when loading)
+        if prop is not None and not prop.required:
+            default = prop.default_for(config.str("connector.class")) if prop.default_for else prop.default
+            if _as_text(config[key]) == _as_text(default) or (default is None and config[key] in ("", None)):
+                at_default += 1
+                continue
+        console.print(f"{key}={value}", highlight=False, markup=False)
+    console.print(f"(and {at_default} settings at their defaults: `cdckit properties` lists them)", highlight=False)
+    checks = check(config, offline=offline)
+    for item in checks:
+        mark = "ok " if item.ok else "[red]FAIL[/]"
+        console.print(f"{mark} {item.what}: ", markup=True, highlight=False, end="")
+        console.print(redact(item.detail), markup=False, highlight=False)
+    failed = [item for item in checks if not item.ok]
+    where = "offline: the source, Kafka and S3 not contacted" if offline else "the source, sink and checkpoint checked"
+    if failed:
+        console.print(f"[red]invalid:[/] {len(failed)} problem{'s' if len(failed) > 1 else ''} above ({where}); a job "
+                      f"would stop before creating anything", markup=True, highlight=False)
+        return EXIT_USER_ERROR
+    console.print(f"valid: a job would start ({where})", highlight=False)
+    return 0
 
 
 def _schema_evolution(config: Config, plan_only: bool, console: Console) -> int:

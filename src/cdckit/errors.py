@@ -67,6 +67,10 @@ class SourcePreconditionError(CdcKitError):
     """The source database is reachable but not set up for change data capture (wal_level, privileges...)."""
 
 
+class SourceReadError(CdcKitError):
+    """The source refused to hand over a captured table's rows while a job read them."""
+
+
 class TableNotFoundError(CdcKitError):
     """A table named in the configuration does not exist."""
 

@@ -42,6 +42,40 @@ class StateStore:
             self._fs = pafs.S3FileSystem(**kwargs)
             self._root = rest.rstrip("/")
 
+    def write_problem(self, prop: str) -> str | None:
+        """Why a job could not write at this location (``prop`` names its property), checked without leaving anything
+        behind; None when it can. A local path must be a folder the job may write, or be creatable in the nearest
+        folder that exists; an S3 location is tried with a small object written and removed at once (what the job's
+        role may do is known only by trying)."""
+        if self.remote:
+            probe = self._key(f".cdckit-write-check-{os.getpid()}-{id(self):x}")
+            try:
+                with self._fs.open_output_stream(probe) as stream:
+                    stream.write(b"")
+                self._fs.delete_file(probe)
+            except Exception as exc:  # pyarrow's OSError subclasses carry S3's answer
+                detail = " ".join(str(exc).split())[:300]
+                return (f"{prop}={self.location} cannot be written ({detail}); check the bucket's name and region, "
+                        f"and that the job's credentials may s3:PutObject and s3:DeleteObject there")
+            return None
+        import tempfile
+
+        path = Path(os.path.abspath(self.location))
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return (f"{prop}={self.location}: {existing} is a file, not a folder; choose a folder (it is created "
+                    f"when missing)")
+        try:  # tried, not judged from the mode bits: a read-only mount, an ACL or root squashing say no only then
+            with tempfile.TemporaryDirectory(prefix=".cdckit-write-check-", dir=existing):
+                pass
+        except OSError as exc:
+            where = "" if existing == path else f" ({existing}, where it would be created)"
+            return (f"{prop}={self.location} cannot be written{where}: {exc.strerror or exc}; choose a folder the "
+                    f"job may write, or give the job's user write access to it")
+        return None
+
     def filesystem(self) -> tuple[Any, str]:
         """The pyarrow filesystem and root path of the location (for data files kept beside the state)."""
         if self.remote:

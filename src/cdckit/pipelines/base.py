@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from cdckit.config import Config
 from cdckit.observe.publish import Observer
+from cdckit.pipelines.checks import Check
 from cdckit.pipelines.ownership import SourceLock
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport
 from cdckit.spark.sinks import WriteSummary, clear_snapshot_files
@@ -27,6 +28,13 @@ class Pipeline(Protocol):
     def prepare_source(self, config: Config) -> tuple[dict[str, str], list[Any]]:
         """Connect and check the source and the captured tables, before Spark starts; the options (with secrets)
         and the tables."""
+
+    def check_source(self, config: Config) -> tuple[list[Check], list[Any]]:
+        """Everything the jobs need of the source, checked without creating anything (``cdckit.pipelines.checks``):
+        the checks, and the captured tables (none when the source could not be checked)."""
+
+    def undo_start(self, config: Config) -> list[str]:
+        """After a job failed: drop what it created at the source that nothing continues from; what was dropped."""
 
     def job_observer(self, config: Config, json_lines: bool = True) -> Observer:
         """The job's metrics and their publishers, with the source's health."""

@@ -4,8 +4,10 @@ configuration's ``connector.class`` and runs it with what every job shares (the 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from typing import Any, ParamSpec, TypeAlias, TypeVar, cast
 
@@ -13,8 +15,9 @@ from pyspark.sql import SparkSession
 
 from cdckit.config import Config
 from cdckit.observe.publish import Observer
-from cdckit.pipelines import status
+from cdckit.pipelines import checks, status
 from cdckit.pipelines.base import Pipeline, read_snapshot_state
+from cdckit.pipelines.checks import Check, run_checks
 from cdckit.pipelines.ownership import Claim, claim
 from cdckit.pipelines.stopping import JobStopped, on_signals
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport
@@ -25,6 +28,8 @@ from cdckit.spark.sinks import WriteSummary
 P = ParamSpec("P")
 R = TypeVar("R", SnapshotReport, StreamReport)
 Job: TypeAlias = Callable[P, R]  # run_snapshot, run_stream: (spark, config, ...)
+
+log = logging.getLogger("cdckit")
 
 
 def pipeline_for(config: Config) -> Pipeline:
@@ -42,6 +47,28 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     """Connect, check the server and the captured tables (for PostgreSQL, make sure the publication covers them),
     before Spark starts."""
     return pipeline_for(config).prepare_source(config)
+
+
+def check(config: Config, *, offline: bool = False) -> list[Check]:
+    """Everything a job needs, checked before anything is created (``cdckit.pipelines.checks``)."""
+    return run_checks(config, pipeline_for(config).check_source, offline=offline)
+
+
+def require_ready(config: Config) -> list[Check]:
+    """``check``, raising ``NotReadyError`` (one line per problem, each naming its fix) when anything is missing."""
+    return checks.require_ready(check(config))
+
+
+@contextlib.contextmanager
+def undone_on_failure(config: Config) -> Iterator[None]:
+    """A job that fails leaves behind nothing it created that no later run continues from (the dialect's
+    ``undo_start``: PostgreSQL's new slot and publication), and says what it dropped."""
+    try:
+        yield
+    except BaseException:
+        for dropped in pipeline_for(config).undo_start(config):
+            log.warning("the job failed before it had anything to continue from: dropped the %s it created", dropped)
+        raise
 
 
 def job_observer(config: Config, on_metrics: Callable[[dict[str, Any]], None] | None = None) -> Observer:
@@ -98,7 +125,8 @@ def run_snapshot(spark: SparkSession, config: Config, *, data: bool = True,
     own = observer is None
     observer = observer or job_observer(config)
     try:
-        return pipeline_for(config).snapshot(spark, config, data=data, observer=observer)
+        with undone_on_failure(config):
+            return pipeline_for(config).snapshot(spark, config, data=data, observer=observer)
     finally:
         if own:
             observer.close()
@@ -121,7 +149,8 @@ def run_stream(spark: SparkSession, config: Config,
     if on_snapshot is not None:
         observer.snapshot_listeners.append(on_snapshot)
     try:
-        pipeline_for(config).stream(spark, config, report, observer, on_batch)
+        with undone_on_failure(config):
+            pipeline_for(config).stream(spark, config, report, observer, on_batch)
     finally:
         observer.close()
     report.seconds = round(time.monotonic() - started, 3)

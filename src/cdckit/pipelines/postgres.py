@@ -20,11 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+from psycopg2 import sql
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdckit.config import Config
-from cdckit.dialect.postgres.catalog import ESTIMATED_ROWS_SQL, captured_names, check_server, discover_tables
+from cdckit.dialect.postgres.catalog import (
+    ESTIMATED_ROWS_SQL,
+    captured_names,
+    check_access,
+    check_server,
+    discover_tables,
+)
 from cdckit.dialect.postgres.connection import connect
 from cdckit.dialect.postgres.job_lock import SlotLock, describe_holder
 from cdckit.dialect.postgres.lsn import format_lsn, parse_lsn
@@ -35,11 +42,12 @@ from cdckit.dialect.postgres.replication import (
     create_slot_exporting_snapshot,
     drop_slot,
     ensure_publication,
+    plan_publication,
     slot_lost_error,
     slot_retained_wal,
     slot_status,
 )
-from cdckit.errors import SnapshotStateError
+from cdckit.errors import CdcKitError, SnapshotStateError
 from cdckit.formats.debezium.envelope import (
     TableFormat,
     check_distinct_topics,
@@ -58,6 +66,7 @@ from cdckit.pipelines.base import (
     state_file,
     write_snapshot_state,
 )
+from cdckit.pipelines.checks import Check
 from cdckit.pipelines.ownership import JobAlreadyRunning
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
@@ -77,13 +86,108 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     options = config.as_properties(include_secrets=True)
     with closing(connect(options)) as conn:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
-        tables = discover_tables(conn, options)
-        settings = format_settings(options)
-        check_distinct_topics(((t.schema, t.name), topic_name(settings, t.schema, t.name)) for t in tables)
-        for table in tables:
-            TableFormat(table, settings)  # an unsupported column type is reported now, not in a Spark task
+        tables = _checked_tables(conn, options)
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
+                        (options.get("publication.name", "dbz_publication"),))
+            existed = cur.fetchone() is not None
+        conn.commit()
         ensure_publication(conn, options, tables)
+        if not existed and options.get("publication.autocreate.mode", "all_tables") != "disabled":
+            CREATED.publication = options.get("publication.name", "dbz_publication")
     return options, tables
+
+
+def _checked_tables(conn: Any, options: dict[str, str]) -> list[Any]:
+    """The captured tables, each of its own topic and of column types cdckit maps."""
+    tables = discover_tables(conn, options)
+    settings = format_settings(options)
+    check_distinct_topics(((t.schema, t.name), topic_name(settings, t.schema, t.name)) for t in tables)
+    for table in tables:
+        TableFormat(table, settings)  # an unsupported column type is reported now, not in a Spark task
+    return tables
+
+
+def check_source(config: Config) -> tuple[list[Check], list[Any]]:
+    """Everything ``prepare_source`` and the jobs need of the server, checked without creating anything (the
+    publication and the slot are only planned): ``cdckit.pipelines.checks``."""
+    options = config.as_properties(include_secrets=True)
+    where = f"{options['database.hostname']}:{options['database.port']}"
+    checks: list[Check] = []
+    try:
+        with closing(connect(options)) as conn:
+            version = check_server(conn, where)
+            checks.append(Check("source", f"PostgreSQL {version} at {where} (database {options['database.dbname']}, "
+                                          f"user {options['database.user']}), wal_level=logical"))
+            tables = _checked_tables(conn, options)
+            problems = check_access(conn, options, tables)
+            names = ", ".join(t.qualified_name for t in tables[:5]) + (f" and {len(tables) - 5} more"
+                                                                        if len(tables) > 5 else "")
+            checks.extend(Check("access", problem, ok=False) for problem in problems)
+            if not problems:
+                checks.append(Check("tables", f"{len(tables)} captured ({names}), each readable; replication "
+                                              f"allowed"))
+            try:
+                checks.append(Check("publication", plan_publication(conn, options, tables)))
+            except CdcKitError as exc:
+                checks.append(Check("publication", str(exc), ok=False))
+            slot_name = config.str("slot.name")
+            status = slot_status(conn, slot_name)
+            if status is None:
+                checks.append(Check("slot", f"'{slot_name}' will be created"))
+            else:
+                try:
+                    check_slot(status, options)
+                    checks.append(Check("slot", f"'{slot_name}' exists, confirmed up to "
+                                                f"{format_lsn(status.confirmed_flush_lsn)} ({status.wal_status})"))
+                except CdcKitError as exc:
+                    checks.append(Check("slot", str(exc), ok=False))
+    except CdcKitError as exc:  # no connection, or a server or table list the rest cannot be checked against
+        checks.append(Check("source", str(exc), ok=False))
+        return checks, []
+    return checks, tables
+
+
+class _Created:
+    """What this process created at the source while starting a job: dropped again by ``undo_start`` when the job
+    fails before it has anything to continue from."""
+
+    def __init__(self) -> None:
+        self.publication: str | None = None
+        self.slot: str | None = None
+
+
+CREATED = _Created()
+
+
+def undo_start(config: Config) -> list[str]:
+    """After a job failed: drop the slot this process created when nothing continues from it (no completed
+    snapshot, no stream offsets), and then the publication it created. Returns what was dropped, in words."""
+    dropped: list[str] = []
+    slot, publication = CREATED.slot, CREATED.publication
+    CREATED.slot = CREATED.publication = None
+    if slot is None and publication is None:
+        return dropped
+    state = read_snapshot_state(config) or {}
+    if state.get("status") == "completed" or _has_stream_checkpoint(config):
+        return dropped  # the slot holds the position the next run continues from
+    options = config.as_properties(include_secrets=True)
+    try:
+        with closing(connect(options)) as conn:
+            if slot is not None and slot_status(conn, slot) is not None:
+                drop_slot(conn, slot)
+                dropped.append(f"replication slot '{slot}'")
+            if publication is not None and slot_status(conn, config.str("slot.name")) is None:
+                with conn.cursor() as cur:
+                    cur.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(publication)))
+                conn.commit()
+                dropped.append(f"publication '{publication}'")
+    except Exception as exc:  # the job's own failure is what the user must see; this one is said beside it
+        log.warning("could not drop what the failed start created (%s): drop it by hand: %s", exc,
+                    "; ".join(filter(None, [
+                        slot and f"SELECT pg_drop_replication_slot('{slot}')",
+                        publication and f"DROP PUBLICATION {publication}"])))
+    return dropped
 
 
 def job_observer(config: Config, json_lines: bool = True) -> Observer:
@@ -133,6 +237,7 @@ def snapshot(spark: SparkSession, config: Config, *, data: bool, observer: Obser
                                       "attempts": attempts})
         clear_earlier_snapshot(config)
         exported = create_slot_exporting_snapshot(options)
+        CREATED.slot = slot_name
         attempts.append(exported.consistent_point)
         write_snapshot_state(config, {"status": "started", "slot_name": slot_name, "tables": table_names,
                                       "attempts": attempts})
@@ -228,6 +333,7 @@ def ensure_stream_start(spark: SparkSession, config: Config, observer: Observer)
             raise slot_lost_error(config.str("slot.name"), status, config.str("cdckit.checkpoint.location"))
         if status is None:
             create_slot(conn, options)
+            CREATED.slot = config.str("slot.name")
         else:
             check_slot(status, options)
     return None

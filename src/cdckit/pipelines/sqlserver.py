@@ -28,8 +28,8 @@ from cdckit.dialect.sqlserver.catalog import (
     databases,
     snapshot_selected,
 )
-from cdckit.dialect.sqlserver.changes import agent_running, capture_health, max_lsn, require_max_lsn
-from cdckit.dialect.sqlserver.connection import connect
+from cdckit.dialect.sqlserver.changes import agent_running, capture_health, check_readable, max_lsn, require_max_lsn
+from cdckit.dialect.sqlserver.connection import connect, server_address
 from cdckit.dialect.sqlserver.job_lock import CheckpointLock
 from cdckit.dialect.sqlserver.schema_evolution import Rotation, apply_with, plan_for
 from cdckit.dialect.sqlserver.snapshot import (
@@ -39,6 +39,7 @@ from cdckit.dialect.sqlserver.snapshot import (
     ChunkWatermark,
     record_incremental_watermarks,
 )
+from cdckit.errors import CdcKitError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import schema_change
 from cdckit.formats.debezium.envelope import TableFormat, check_distinct_topics, format_settings, topic_name
@@ -46,6 +47,7 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
 from cdckit.pipelines.base import clear_earlier_snapshot, read_snapshot_state, snapshot_observed, write_snapshot_state
+from cdckit.pipelines.checks import Check
 from cdckit.pipelines.ownership import JobAlreadyRunning, describe_owner, read_owner
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
@@ -93,6 +95,46 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     check_distinct_topics(((i.database, i.schema, i.name), topic_name(settings, i.schema, i.name, i.database))
                           for i in instances)
     return options, instances
+
+
+def check_source(config: Config) -> tuple[list[Check], list[Any]]:
+    """``prepare_source``'s checks (CDC on every database, the Agent, the capture instances and their column types),
+    and that the login may read every captured table's changes (``sys.fn_cdc_get_min_lsn`` answers 0x00 to a
+    login without SELECT on the captured columns or outside the gating role): ``cdckit.pipelines.checks``."""
+    options = config.as_properties(include_secrets=True)
+    checks: list[Check] = []
+    try:
+        _, instances = prepare_source(config)
+    except CdcKitError as exc:
+        checks.append(Check("source", str(exc), ok=False))
+        return checks, []
+    names = ", ".join(options.get("database.names", "").split(","))
+    checks.append(Check("source", f"SQL Server at {server_address(options)} (databases {names}, login "
+                                  f"{options.get('database.user')}): CDC enabled, capture job running or not "
+                                  f"reported stopped"))
+    problems = []
+    for database in databases(options):
+        mine = [i for i in instances if i.database == database]
+        if not mine:
+            continue
+        with closing(connect(options, database)) as conn:
+            cursor = conn.cursor()
+            for instance in mine:
+                try:
+                    check_readable(cursor, instance, 0)
+                except CdcKitError as exc:
+                    problems.append(str(exc))
+    checks.extend(Check("access", problem, ok=False) for problem in problems)
+    if not problems:
+        shown = ", ".join(f"{i.database}.{i.qualified_name}" for i in instances[:5]) + (
+            f" and {len(instances) - 5} more" if len(instances) > 5 else "")
+        checks.append(Check("tables", f"{len(instances)} captured ({shown}), each one's changes readable"))
+    return checks, instances
+
+
+def undo_start(config: Config) -> list[str]:
+    """cdckit creates nothing in SQL Server (CDC is enabled by the DBA's scripts): nothing to drop."""
+    return []
 
 
 class CaptureHealth:

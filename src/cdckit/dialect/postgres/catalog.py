@@ -286,3 +286,81 @@ def table_from_relation(conn: Connection, namespace: str, name: str, relation_id
     return TableInfo(namespace, name, relation_id, tuple(described), tuple(k for k in key if k in names),
                      str(found[0]) if found else "d",
                      column_filter=_column_filter(namespace, name, described, key, options))
+
+
+_ROLE_SQL = """
+SELECT r.rolsuper, r.rolreplication,
+       EXISTS (SELECT 1 FROM pg_roles g WHERE g.rolname = 'rds_replication'
+               AND pg_has_role(r.oid, g.oid, 'MEMBER'))
+FROM pg_roles r WHERE r.rolname = current_user
+"""
+
+_UNREADABLE_SQL = """
+SELECT x.s, x.t FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
+JOIN pg_namespace n ON n.nspname = x.s
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
+WHERE NOT has_schema_privilege(n.oid, 'USAGE') OR NOT has_table_privilege(c.oid, 'SELECT')
+ORDER BY x.i
+"""
+
+# Row-level security applies to a user who is not a superuser, has no BYPASSRLS, and does not own the table (or
+# the owner is forced): PostgreSQL's "Row Security Policies" page. Its policies would hide rows from the snapshot.
+_ROW_SECURITY_SQL = """
+SELECT x.s, x.t FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
+JOIN pg_namespace n ON n.nspname = x.s
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
+WHERE c.relrowsecurity AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE'))
+  AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)
+ORDER BY x.i
+"""
+
+
+def check_access(conn: Connection, options: Mapping[str, str], tables: Sequence[TableInfo]) -> list[str]:
+    """What the user may do, checked before anything is created (``cdckit validate`` and every job's start):
+    replication (the REPLICATION attribute, a superuser, or Amazon RDS's ``rds_replication`` role), a free
+    replication slot when the job's does not exist yet, and ``SELECT`` (with ``USAGE`` on its schema) on every
+    captured table, which the snapshot reads (the privileges PostgreSQL's "CREATE_REPLICATION_SLOT" and Debezium's
+    "Setting up permissions" sections list). Returns each problem as one line that names the fix (none: all
+    there)."""
+    user = options.get("database.user", "")
+    problems = []
+    with conn.cursor() as cur:
+        cur.execute(_ROLE_SQL)
+        superuser, replication, rds_replication = cur.fetchone() or (False, False, False)
+        if not (pg_bool(superuser) or pg_bool(replication) or pg_bool(rds_replication)):
+            problems.append(f"user {user!r} may not use logical replication (no REPLICATION attribute); run ALTER "
+                            f"ROLE {_role(user)} WITH REPLICATION as a superuser (Amazon RDS and Aurora: GRANT "
+                            f"rds_replication TO {_role(user)})")
+        slot_name = options.get("slot.name", "debezium")
+        cur.execute("SELECT count(*), bool_or(slot_name = %s), current_setting('max_replication_slots')::int "
+                    "FROM pg_replication_slots", (slot_name,))
+        used, exists, most = cur.fetchone() or (0, False, 0)
+        if not pg_bool(exists) and int(used) >= int(most):
+            problems.append(f"all {most} replication slots (max_replication_slots) are in use, so slot "
+                            f"{slot_name!r} cannot be created; drop one nothing reads any more (SELECT slot_name, "
+                            f"active FROM pg_replication_slots; SELECT pg_drop_replication_slot('<name>')) or raise "
+                            f"max_replication_slots and restart PostgreSQL")
+        cur.execute(_UNREADABLE_SQL, ([t.schema for t in tables], [t.name for t in tables]))
+        unreadable = [(str(schema), str(name)) for schema, name in cur.fetchall()]
+        cur.execute(_ROW_SECURITY_SQL, ([t.schema for t in tables], [t.name for t in tables]))
+        hidden = [f"{schema}.{name}" for schema, name in cur.fetchall()]
+    conn.commit()
+    if hidden:
+        problems.append(f"row-level security applies to user {user!r} on {', '.join(hidden)}: its policies would "
+                        f"hide rows from the snapshot, and their events would be missing; run ALTER ROLE "
+                        f"{_role(user)} BYPASSRLS as a superuser, or leave {'it' if len(hidden) == 1 else 'them'} out "
+                        f"with table.exclude.list")
+    if unreadable:
+        names = [f"{schema}.{name}" for schema, name in unreadable]
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        grants = "; ".join(f"GRANT USAGE ON SCHEMA {_role(schema)} TO {_role(user)}; GRANT SELECT ON ALL TABLES IN "
+                           f"SCHEMA {_role(schema)} TO {_role(user)}"
+                           for schema in dict.fromkeys(schema for schema, _ in unreadable))
+        problems.append(f"user {user!r} may not SELECT {shown}, which the snapshot reads; grant it ({grants}) or "
+                        f"leave {'it' if len(unreadable) == 1 else 'them'} out with table.exclude.list")
+    return problems
+
+
+def _role(name: str) -> str:
+    """A role name as a statement the user copies writes it (quoted only where it must be)."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'

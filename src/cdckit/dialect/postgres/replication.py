@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -102,12 +103,88 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
             f"or capture the partitions instead (name them in table.include.list)")
     missing = [t.qualified_name for t in tables if (t.schema, t.name) not in published]
     if missing:
+        raise unpublished_error(name, missing)
+
+
+_PUBLICATION_RIGHTS_SQL = """
+SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
+       has_database_privilege(current_database(), 'CREATE'),
+       (SELECT pg_has_role(p.pubowner, 'USAGE') FROM pg_publication p WHERE p.pubname = %s),
+       (SELECT puballtables FROM pg_publication WHERE pubname = %s),
+       (SELECT json_agg(x.s || '.' || x.t ORDER BY x.i)::text
+        FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
+        JOIN pg_namespace n ON n.nspname = x.s JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
+        WHERE NOT pg_has_role(c.relowner, 'USAGE')),
+       (SELECT json_agg(schemaname || '.' || tablename)::text FROM pg_publication_tables WHERE pubname = %s)
+"""
+
+
+def plan_publication(conn: Connection, options: Mapping[str, str], tables: Sequence[TableInfo]) -> str:
+    """What ``ensure_publication`` will do, checked without doing it (``cdckit validate`` and every job's start, so
+    that a job refused for its publication has created nothing): returns it in words, or raises
+    ``SourcePreconditionError`` naming the fix. The privileges are those PostgreSQL's CREATE PUBLICATION and ALTER
+    PUBLICATION pages list: FOR ALL TABLES needs a superuser; creating one needs CREATE on the database; adding a
+    table needs its ownership; altering one needs the publication's ownership."""
+    name = options.get("publication.name", "dbz_publication")
+    mode = options.get("publication.autocreate.mode", "all_tables")
+    user = options.get("database.user", "")
+    with conn.cursor() as cur:
+        cur.execute(_PUBLICATION_RIGHTS_SQL, (name, name, [t.schema for t in tables], [t.name for t in tables],
+                                              name))
+        superuser, create, owns_publication, all_tables, not_owned, published = cur.fetchone()
+    conn.commit()
+    exists = all_tables is not None
+    not_owned = json.loads(not_owned) if not_owned else []
+    published = json.loads(published) if published else []
+    signals = options.get("signal.data.collection", "").strip()
+    if not exists and mode == "disabled":
         raise SourcePreconditionError(
-            f"publication '{name}' does not include {', '.join(missing)}, so their changes would never arrive; "
-            f"add them to it (ALTER PUBLICATION {_identifier(name)} ADD TABLE "
-            f"{', '.join(_table_identifier(t) for t in missing)}), let cdckit set its tables "
-            f"(publication.autocreate.mode=filtered), or leave them out of the capture (narrow table.include.list, or "
-            f"name them in table.exclude.list)")
+            f"publication '{name}' does not exist and publication.autocreate.mode is disabled; create it "
+            f"(CREATE PUBLICATION {name} FOR TABLE ...) or set publication.autocreate.mode=filtered")
+    if not exists and mode == "all_tables":
+        if not pg_bool(superuser):
+            raise SourcePreconditionError(
+                f"publication '{name}' does not exist, and creating it FOR ALL TABLES "
+                f"(publication.autocreate.mode=all_tables) needs a superuser, which user {user!r} is not; create it "
+                f"as a superuser, or set publication.autocreate.mode=filtered to create it FOR the captured tables")
+        return f"publication '{name}' will be created FOR ALL TABLES"
+    if not exists:  # filtered
+        if not pg_bool(create) or not_owned:
+            why = (f"user {user!r} has no CREATE privilege on the database" if not pg_bool(create) else
+                   f"adding a table needs its ownership, and user {user!r} does not own {', '.join(not_owned)}")
+            raise SourcePreconditionError(
+                f"publication '{name}' does not exist and cannot be created FOR the captured tables ({why}); "
+                f"create it as the tables' owner (CREATE PUBLICATION {name} FOR TABLE ...) and set "
+                f"publication.autocreate.mode=disabled, or grant the privileges listed in the README")
+        return f"publication '{name}' will be created FOR TABLE {', '.join(t.qualified_name for t in tables)}"
+    if mode == "filtered" and not pg_bool(all_tables):
+        current = set(published or [])
+        wanted = {t.qualified_name for t in tables} | ({signals} if signals else set())
+        if current == wanted:
+            return f"publication '{name}' publishes the {len(tables)} captured tables"
+        if not pg_bool(owns_publication) or not_owned:
+            why = (f"user {user!r} does not own it" if not pg_bool(owns_publication) else
+                   f"adding a table needs its ownership, and user {user!r} does not own {', '.join(not_owned)}")
+            raise SourcePreconditionError(
+                f"publication '{name}' must be set to the captured tables (publication.autocreate.mode=filtered) "
+                f"but cannot be altered ({why}); alter it as its owner (ALTER PUBLICATION {name} SET TABLE ...) and "
+                f"set publication.autocreate.mode=disabled")
+        return f"publication '{name}' will be set to the {len(tables)} captured tables"
+    missing = [t.qualified_name for t in tables
+               if not pg_bool(all_tables) and t.qualified_name not in set(published or [])]
+    if missing:
+        raise unpublished_error(name, missing)
+    return f"publication '{name}' publishes the captured tables"
+
+
+def unpublished_error(name: str, missing: Sequence[str]) -> SourcePreconditionError:
+    """Captured tables a publication cdckit may not change leaves out."""
+    return SourcePreconditionError(
+        f"publication '{name}' does not include {', '.join(missing)}, so their changes would never arrive; "
+        f"add them to it (ALTER PUBLICATION {_identifier(name)} ADD TABLE "
+        f"{', '.join(_table_identifier(t) for t in missing)}), let cdckit set its tables "
+        f"(publication.autocreate.mode=filtered), or leave them out of the capture (narrow table.include.list, or "
+        f"name them in table.exclude.list)")
 
 
 def _identifier(name: str) -> str:

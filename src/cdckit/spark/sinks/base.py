@@ -8,7 +8,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -62,6 +62,13 @@ class SinkWriter(ABC):
         """Whether a stream batch read by one task, in position order, can be written in one pass."""
         return False
 
+    @classmethod
+    def problems(cls, options: Mapping[str, str], keyless: Sequence[str], offline: bool) -> list[str]:
+        """What would stop this sink taking the job's records, found before anything starts (``cdckit validate``
+        and every job's start), each as one line naming the fix. ``keyless``: the captured tables without a key
+        (no primary key, nothing in ``message.key.columns``); ``offline``: check nothing over the network."""
+        return []
+
     @abstractmethod
     def snapshot(self, df: DataFrame, controls: list[str] | None, controls_dir: str | None,
                  topics: list[str] | None, whole: WholeSnapshot | None) -> WriteSummary:
@@ -73,6 +80,16 @@ class SinkWriter(ABC):
               topics: Callable[[], list[str]] | None) -> WriteSummary:
         """Write one micro-batch in position order. ``ordered_partitions``: the partitions are consecutive position
         ranges in order; ``topics``: given where ``one_pass``, the topics of the tables captured now."""
+
+
+def location_problem(options: Mapping[str, str], prop: str, default: str, offline: bool) -> str | None:
+    """Why the location in ``prop`` cannot be written (``StateStore.write_problem``); an S3 location only when not
+    ``offline``."""
+    location = options.get(prop) or default
+    store = StateStore(location)
+    if store.remote and offline:
+        return None
+    return store.write_problem(prop)
 
 
 def persist_controls(controls_dir: str | None, values: list[str]) -> None:

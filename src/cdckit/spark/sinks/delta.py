@@ -57,7 +57,7 @@ from cdckit.spark.change_rows import (
     meta_columns,
     stage_writer,
 )
-from cdckit.spark.sinks.base import SinkWriter, WholeSnapshot, WriteSummary, on_partitions
+from cdckit.spark.sinks.base import SinkWriter, WholeSnapshot, WriteSummary, location_problem, on_partitions
 from cdckit.state import StateStore
 
 CHANGES = "changes"
@@ -186,6 +186,24 @@ class DeltaSink(SinkWriter):
                                   if c.strip()]
         self._keys: dict[str, list[str]] = {}  # each existing table's recorded key, set when it was created
         self._refuse_a_parquet_lake()
+
+    @classmethod
+    def problems(cls, options: Mapping[str, str], keyless: Sequence[str], offline: bool) -> list[str]:
+        """The Delta location can be written, and every captured table has a key when current-state tables are
+        kept (``cdckit.delta.mode`` state or both): a keyless table's would have no row to update."""
+        found = []
+        problem = location_problem(options, "cdckit.delta.path", "cdckit-delta", offline)
+        if problem:
+            found.append(problem)
+        mode = options.get("cdckit.delta.mode") or "both"
+        if keyless and mode in ("state", "both"):
+            shown = ", ".join(keyless[:10]) + (f" and {len(keyless) - 10} more" if len(keyless) > 10 else "")
+            found.append(f"{shown} {'has' if len(keyless) == 1 else 'have'} no primary key, so cdckit.delta.mode="
+                         f"{mode} cannot keep {'its' if len(keyless) == 1 else 'their'} current-state table: name "
+                         f"key columns with message.key.columns (e.g. {keyless[0]}:<column>,<column>), set "
+                         f"cdckit.delta.mode=changes, or leave {'it' if len(keyless) == 1 else 'them'} out with "
+                         f"table.exclude.list")
+        return found
 
     def _refuse_a_parquet_lake(self) -> None:
         """A folder the former lake sink wrote (Parquet files beside ``_cdckit_lake.json``) is not a Delta location."""

@@ -19,14 +19,22 @@ never leaves partial or duplicate files behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from cdckit.fsutil import output_file_mode
-from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, on_partitions, summarize
+from cdckit.spark.sinks.base import (
+    POSITION_ORDER,
+    SinkWriter,
+    WholeSnapshot,
+    WriteSummary,
+    location_problem,
+    on_partitions,
+    summarize,
+)
 from cdckit.spark.sinks.jsonl import file_writer, topic_folder
 from cdckit.spark.transforms import has_transforms
 
@@ -40,6 +48,11 @@ class FilesSink(SinkWriter):
         if has_transforms(options):
             return None
         return options.get("cdckit.output.path", "cdckit-output")
+
+    @classmethod
+    def problems(cls, options: Mapping[str, str], keyless: Sequence[str], offline: bool) -> list[str]:
+        problem = location_problem(options, "cdckit.output.path", "cdckit-output", offline)
+        return [problem] if problem else []
 
     def snapshot(self, df: DataFrame, controls: list[str] | None, controls_dir: str | None,
                  topics: list[str] | None, whole: WholeSnapshot | None) -> WriteSummary:

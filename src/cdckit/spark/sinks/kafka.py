@@ -20,7 +20,14 @@ from pyspark.sql import functions as F
 
 from cdckit.errors import CdcKitError, ConfigurationError
 from cdckit.fsutil import output_file_mode
-from cdckit.spark.sinks.base import POSITION_ORDER, SinkWriter, WholeSnapshot, WriteSummary, persist_controls
+from cdckit.spark.sinks.base import (
+    POSITION_ORDER,
+    SinkWriter,
+    WholeSnapshot,
+    WriteSummary,
+    location_problem,
+    persist_controls,
+)
 from cdckit.spark.sinks.jsonl import write_dead_letters
 from cdckit.spark.transforms import has_transforms
 
@@ -73,6 +80,23 @@ def kafka_options(options: Mapping[str, str]) -> dict[str, str]:
     if not out.get("kafka.bootstrap.servers"):
         raise ConfigurationError(["kafka.bootstrap.servers is required for cdckit.sink=kafka"])
     return out
+
+
+def unreachable(servers: str, timeout_s: float = 5.0) -> str | None:
+    """Why no address of a bootstrap list accepts a TCP connection, or None when one does."""
+    import socket
+
+    reasons = []
+    for server in (item.strip() for item in servers.split(",")):
+        if not server:
+            continue
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or server, int(port or 9092)), timeout=timeout_s):
+                return None
+        except (OSError, ValueError) as exc:
+            reasons.append(f"{server}: {getattr(exc, 'strerror', None) or exc}")
+    return "; ".join(reasons) or "no address given"
 
 
 def max_message_bytes(options: Mapping[str, str]) -> int:
@@ -170,6 +194,28 @@ class KafkaSink(SinkWriter):
         super().__init__(spark, options)
         kafka_options(options)  # configuration problems surface before any data is read
         self.topics = TopicManager(spark, options)
+
+    @classmethod
+    def problems(cls, options: Mapping[str, str], keyless: Sequence[str], offline: bool) -> list[str]:
+        """A broker answers at a ``kafka.bootstrap.servers`` address (a TCP connection: what the producer needs
+        first; authentication is the producer's to check), and the dead letters' folder can be written."""
+        try:
+            servers = kafka_options(options)["kafka.bootstrap.servers"]
+        except ConfigurationError as exc:
+            return list(exc.problems)
+        found = []
+        if options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter":
+            problem = location_problem(options, "cdckit.output.path", "cdckit-output", offline)
+            if problem:
+                found.append(problem)
+        if not offline:
+            refused = unreachable(servers)
+            if refused is not None:
+                prop = "cdckit.eventhubs.namespace" if options.get("cdckit.sink") == "eventhubs" else \
+                    "kafka.bootstrap.servers"
+                found.append(f"no Kafka broker answers at {servers} ({refused}); check {prop}, that the broker "
+                             f"runs, and that this machine may reach it")
+        return found
 
     @classmethod
     def one_pass(cls, options: Mapping[str, str]) -> bool:

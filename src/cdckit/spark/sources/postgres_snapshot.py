@@ -31,6 +31,7 @@ from cdckit.dialect.postgres.snapshot import (
     snapshot_marker,
     snapshot_xmin,
 )
+from cdckit.errors import SourceReadError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
@@ -112,6 +113,8 @@ class PostgresSnapshotReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         batches = self.batches(partition)
+        if isinstance(partition, SnapshotPartition):
+            batches = _server_errors_told(batches, partition.table.qualified_name)
         folder = self.options.get("cdckit.snapshot.files.output")
         if folder and isinstance(partition, SnapshotPartition | SchemaChangePartition):
             return written_rows(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}",
@@ -192,3 +195,15 @@ def _read_event(partition: SnapshotPartition, row: dict[str, Any], lsn: int, mar
                        partition.tx_id, snapshot=marker, sequence=(None, lsn))
 
 
+def _server_errors_told(batches: Iterator[pa.RecordBatch], table: str) -> Iterator[pa.RecordBatch]:
+    """A table's batches; the server's refusal to read it (a privilege, a row-level security policy, a statement
+    timeout) becomes one line naming the table, in place of the task's traceback."""
+    import psycopg2
+
+    try:
+        yield from batches
+    except psycopg2.Error as exc:
+        detail = " ".join((exc.pgerror or str(exc)).split())
+        raise SourceReadError(f"reading table {table} failed on the server: {detail}; fix what the server says (a "
+                              f"privilege, a row-level security policy, a timeout) or leave the table out with "
+                              f"table.exclude.list, and run again") from None

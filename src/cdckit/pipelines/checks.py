@@ -1,0 +1,102 @@
+"""What is checked before anything starts: ``cdckit validate`` prints it, and every job runs it first.
+
+The source (connection, server settings, the user's privileges, every captured table readable, the publication and
+the slot for PostgreSQL; CDC, the Agent and the capture instances' access for SQL Server), the sink (its location
+writable, Kafka reachable, a key for every table whose current state it keeps) and the checkpoint location. Every
+check reads; none creates anything, so a job refused here leaves nothing behind (no slot, no publication, no
+folder). Each problem is one line that names the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdckit.config import Config
+from cdckit.errors import CdcKitError
+from cdckit.formats.debezium.column_mappers import parse_message_key_columns
+from cdckit.spark.sinks import sink_class
+from cdckit.state import StateStore
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str  # source, tables, publication, slot, capture, sink, checkpoint
+    detail: str  # what was found, or the problem and its fix
+    ok: bool = True
+
+
+class NotReadyError(CdcKitError):
+    """Something a job needs is missing: found before anything started."""
+
+    def __init__(self, failed: Sequence[Check]) -> None:
+        self.failed = list(failed)
+        if len(self.failed) == 1:
+            super().__init__(self.failed[0].detail)
+        else:
+            lines = "\n".join(f"  - {check.detail}" for check in self.failed)
+            super().__init__(f"{len(self.failed)} problems, found before anything started:\n{lines}")
+
+
+def run_checks(config: Config, check_source: Callable[[Config], tuple[list[Check], list[Any]]], *,
+               offline: bool = False) -> list[Check]:
+    """Every check, in order (``check_source``: the dialect pipeline's); with ``offline`` none that connects
+    anywhere (the source, Kafka, S3)."""
+    checks: list[Check] = []
+    tables: list[Any] = []
+    if not offline:
+        found, tables = check_source(config)
+        checks.extend(found)
+    options = config.as_properties(include_secrets=True)
+    kind = config.str("cdckit.sink")
+    sink_problems = sink_class(options).problems(options, keyless_tables(options, tables), offline)
+    checks.extend(Check("sink", problem, ok=False) for problem in sink_problems)
+    if not sink_problems:
+        checks.append(Check("sink", f"{kind}: {_sink_target(options)}" + (" (not reached: --offline)" if offline
+                                                                          and kind in ("kafka", "eventhubs")
+                                                                          else "")))
+    checkpoint = config.str("cdckit.checkpoint.location")
+    store = StateStore(checkpoint)
+    problem = None if store.remote and offline else store.write_problem("cdckit.checkpoint.location")
+    checks.append(Check("checkpoint", problem, ok=False) if problem else Check("checkpoint", checkpoint))
+    return checks
+
+
+def require_ready(checks: list[Check]) -> list[Check]:
+    """Raise ``NotReadyError`` listing the problems when any check failed."""
+    failed = [check for check in checks if not check.ok]
+    if failed:
+        raise NotReadyError(failed)
+    return checks
+
+
+def keyless_tables(options: dict[str, str], tables: Sequence[Any]) -> list[str]:
+    """The captured tables without a key: no primary key, and no ``message.key.columns`` entry for them."""
+    try:
+        keyed = [pattern for pattern, _ in parse_message_key_columns(options.get("message.key.columns", ""))]
+    except ValueError:
+        keyed = []  # the configuration's own check reports it
+    found = []
+    for table in tables:
+        names = [table.qualified_name] + ([f"{table.database}.{table.qualified_name}"]
+                                          if hasattr(table, "database") else [])
+        if table.key_columns or any(re.fullmatch(p, n, flags=re.IGNORECASE) for p in keyed for n in names):
+            continue
+        found.append(table.qualified_name)
+    return found
+
+
+def _sink_target(options: dict[str, str]) -> str:
+    kind = options.get("cdckit.sink", "files")
+    if kind == "files":
+        return f"{options.get('cdckit.output.path', 'cdckit-output')} writable"
+    if kind == "delta":
+        return (f"{options.get('cdckit.delta.path') or 'cdckit-delta'} writable "
+                f"(cdckit.delta.mode={options.get('cdckit.delta.mode') or 'both'})")
+    if kind == "kafka":
+        return f"a broker answers at {options.get('kafka.bootstrap.servers')}"
+    if kind == "eventhubs":
+        return f"namespace {options.get('cdckit.eventhubs.namespace')} answers"
+    return "the driver's output"
