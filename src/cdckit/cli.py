@@ -14,6 +14,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 EXIT_USER_ERROR = 2
 EXIT_QUALITY_FAILED = 1
 COMMAND_GROUP = "cdckit.commands"
+OFF_TERMINAL_WIDTH = 120
 
 
 class MissingCommand(CdcKitError):
@@ -123,8 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     redact_logs()  # the configuration's secrets never reach the log (cdckit.config.secrets)
     console = Console()
-    if not console.is_terminal:  # a log file or a pipe: a line as long as it is, not cut at 80 columns
-        console = Console(soft_wrap=True)
+    if not console.is_terminal:  # a log file or a pipe: a line as long as it is, not cut at 80 columns; rules and
+        # tables (the demo's) as wide as a usual terminal, unless COLUMNS says otherwise
+        console = Console(soft_wrap=True, width=None if "COLUMNS" in os.environ else OFF_TERMINAL_WIDTH)
     try:
         return _dispatch(args, console)
     except CdcKitError as exc:
