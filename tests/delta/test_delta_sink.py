@@ -200,7 +200,7 @@ def test_structure_changes_add_and_widen_columns_and_stop_on_what_delta_cannot_f
     assert "Choices" in message and "resumes from it" in message
     assert _history(spark, delta / "changes" / "it.public.items") == changes_before
     assert _history(spark, delta / "state" / "it.public.items") == state_before
-    assert not list((delta / "_staging").rglob("*.parquet"))
+    assert not (delta / "_staging").exists()  # no staged file, nor an empty staging folder, left behind
 
 
 def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: Any, spark: Any, database: str,
@@ -213,6 +213,9 @@ def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: 
     with pytest.raises(CdcKitError, match=r"no primary key.*message\.key\.columns.*cdckit\.delta\.mode=changes"):
         run_snapshot(spark, both)
     assert not (delta / "state").exists()
+    # the refused run leaves neither its staging folder nor the slot it created
+    assert not (delta / "_staging").exists()
+    assert not _slots(dsn, database)
     changes = make_config(postgres, database, workdir / "second", **{
         "cdckit.sink": "delta", "cdckit.delta.path": str(delta), "cdckit.delta.mode": "changes",
         "cdckit.delta.partition.columns": "__op", "slot.name": "second"})
@@ -226,6 +229,14 @@ def test_keyless_tables_keep_changes_only_and_partition_columns_apply(postgres: 
     ops = sorted((r["at"], r["__op"]) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist())
     assert ops == [(1, "d"), (1, "r"), (2, "r"), (3, "c")]
     assert not (delta / "state").exists()
+
+
+def _slots(dsn: str, database: str) -> list[str]:
+    import psycopg2
+
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s", (database,))
+        return [row[0] for row in cur.fetchall()]
 
 
 def test_a_folder_of_the_former_parquet_lake_sink_is_refused_as_a_delta_location(spark: Any, workdir: Path) -> None:

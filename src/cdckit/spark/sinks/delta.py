@@ -38,7 +38,7 @@ import json
 import os
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,7 +270,7 @@ class DeltaSink(SinkWriter):
         """The control rows go to ``controls_dir`` as one document, once every table is committed, so a snapshot
         resumed after a kill reads either every chunk again or none."""
         found: list[str] = []
-        summary = self.commit(on_partitions(df, self.stage_writer("snapshot")), "snapshot", found, snapshot=whole)
+        summary = self.commit(self._staged(df, "snapshot"), "snapshot", found, snapshot=whole)
         if controls_dir and found:
             StateStore(controls_dir).write_json(DELTA_CONTROLS, [json.loads(value) for value in found])
         if controls is not None:
@@ -283,7 +283,7 @@ class DeltaSink(SinkWriter):
         if self._app is None:
             self._app = stream_app_id(self.options.get("cdckit.checkpoint.location", "cdckit-checkpoint"))
         label = f"stream-{batch_id:012d}"
-        return self.commit(on_partitions(df, self.stage_writer(label)), label, controls, txn=(self._app, batch_id))
+        return self.commit(self._staged(df, label), label, controls, txn=(self._app, batch_id))
 
     def _plan(self, topic: str, files: list[dict[str, Any]], label: str) -> _Plan:
         from pyspark.sql.pandas.types import from_arrow_type
@@ -513,13 +513,40 @@ class DeltaSink(SinkWriter):
             self.spark.conf.unset(TXN_APP_ID)
             self.spark.conf.unset(TXN_VERSION)
 
-    def _remove_staging(self, staged: Mapping[str, list[dict[str, Any]]], label: str) -> None:
+    def _staged(self, df: DataFrame, label: str) -> list[tuple[str, Any]]:
+        """Stage a batch on the executors (``stage_writer``); when a task fails, what the others staged for this
+        label is removed before the failure goes on, so a failed job leaves no staging folder behind."""
+        try:
+            return on_partitions(df, self.stage_writer(label))
+        except BaseException:
+            import pyarrow.fs as pafs
+
+            fs, root = filesystem(self.location)
+            with suppress(OSError):
+                topics = [entry.base_name for entry in fs.get_file_info(
+                    pafs.FileSelector(f"{root}/{STAGING}", allow_not_found=True))
+                    if entry.type == pafs.FileType.Directory]
+                self._remove_staging(topics, label, folder_names=True)
+            raise
+
+    def _remove_staging(self, staged: Iterable[str], label: str, folder_names: bool = False) -> None:
+        """Remove a label's staged files, and the topic's and the lake's staging folders once empty.
+        ``staged``: the topics; ``folder_names``: given as their folders' names already."""
+        import pyarrow.fs as pafs
+
         fs, root = filesystem(self.location)
         for topic in staged:
-            folder = _staging(root, topic, label)
+            folder = f"{root}/{STAGING}/{topic}/{label}" if folder_names else _staging(root, topic, label)
             fs.delete_dir_contents(folder, missing_dir_ok=True)
             with suppress(FileNotFoundError, OSError):
                 fs.delete_dir(folder)
+            parent = folder.rsplit("/", 1)[0]
+            with suppress(FileNotFoundError, OSError):
+                if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+                    fs.delete_dir(parent)
+        with suppress(FileNotFoundError, OSError):
+            if not fs.get_file_info(pafs.FileSelector(f"{root}/{STAGING}", allow_not_found=True)):
+                fs.delete_dir(f"{root}/{STAGING}")
 
 
 def stream_app_id(checkpoint: str) -> str:
