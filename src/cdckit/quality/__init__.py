@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -104,12 +105,19 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     holder = None
     postgres = not str(options.get("connector.class", "")).endswith("SqlServerConnector")
     catalog = types.source_columns_from_catalog(records.sparkSession, options) if reconcile and postgres else None
-    classified = envelopes.classify(_ordered(records))  # one plan, shared by every suite and the replay
-    runs = _suite_runs(classified, options, notes, catalog)
+    # Read and parsed once, kept by the executors for every suite and the replay (nothing reaches the driver).
+    classified = envelopes.classify(_ordered(records)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        runs = _suite_runs(classified, options, notes, catalog)
         if reconcile:
-            state = rec.replayed_state(classified)
+            skipped = rec.unreconcilable_topics(classified)
+            notes.extend(f"reconciliation skipped for {topic}: a table without a key whose updates or deletes carry "
+                         f"no before image (REPLICA IDENTITY DEFAULT or NOTHING) cannot be replayed; give it REPLICA "
+                         f"IDENTITY FULL or a key (message.key.columns)" for topic in skipped)
+            state = rec.replayed_state(classified, skipped)
             source, holder = rec.source_state(records.sparkSession, options)
+            if skipped:
+                source = source.where(~F.col("topic").isin(*skipped))
             keyed = rec.reconcile_frame(state, source)
             runs += [SuiteRun("reconciliation_counts", rec.count_frame(state, source), rec.count_expectations(),
                               ["topic"]),
@@ -122,7 +130,8 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     finally:
         if holder is not None:
             holder.close()
-    report.notes[:0] = notes
+        classified.unpersist()
+    report.notes = list(dict.fromkeys([*notes, *report.notes]))  # each once, in the order first given
     if report_dir is not None:
         write_summaries(report, report_dir)
     return report

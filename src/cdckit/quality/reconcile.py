@@ -2,7 +2,10 @@
 
 The source is read by the snapshot reader (in parallel chunks, under one exported snapshot) and formatted exactly
 as events are, so both sides are compared as the ``after`` rows they would carry: per table the row counts, then
-per key a hash of the row. A value the stream could not see (``__debezium_unavailable_value``, an unchanged TOAST
+per key a hash of the row. A table without a key (a null key; ``message.key.columns`` gives one a key) is compared
+as a multiset of rows: the copies of each distinct row, its deletes and updates taking away the row their before
+image (REPLICA IDENTITY FULL) names. One whose updates or deletes carry no before image cannot be replayed: it is
+named and left out. A value the stream could not see (``__debezium_unavailable_value``, an unchanged TOAST
 value) is left out of both sides of that row. Run it once the stream has caught up with a quiet source; rows
 changed since are reported as differences. PostgreSQL / YugabyteDB (an exported snapshot) and SQL Server (the
 snapshot reader's chunks, under ``snapshot.isolation.mode``).
@@ -16,7 +19,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from cdckit.quality.envelopes import UNAVAILABLE, classify
+from cdckit.quality.envelopes import UNAVAILABLE, classify, event_position
 
 FIRST_KEYS = 5
 
@@ -25,14 +28,49 @@ def _canonical(column: Column) -> Column:
     return F.to_json(F.array_sort(F.map_entries(F.from_json(column, "map<string,string>"))))
 
 
-def replayed_state(classified: DataFrame) -> DataFrame:
-    """Each key's last data event in consumer order; keys whose last event is a delete are gone."""
-    data = classified.where(F.col("kind") == "data").select(
-        "topic", "part", "seq", _canonical(F.col("key_payload")).alias("key"),
-        F.get_json_object("payload", "$.op").alias("op"), F.get_json_object("payload", "$.after").alias("after"))
+def _data_events(classified: DataFrame) -> DataFrame:
+    p = F.col("payload")
+    return classified.where(F.col("kind") == "data").select(
+        "topic", "part", "seq", F.col("key_payload").isNull().alias("keyless"),
+        _canonical(F.col("key_payload")).alias("key"), F.get_json_object(p, "$.op").alias("op"),
+        F.get_json_object(p, "$.before").alias("before"), F.get_json_object(p, "$.after").alias("after"),
+        F.get_json_object(p, "$.source").alias("source"))
+
+
+def unreconcilable_topics(classified: DataFrame, limit: int = 100) -> list[str]:
+    """Topics of tables without a key whose updates or deletes carry no before image (REPLICA IDENTITY DEFAULT or
+    NOTHING): which of the identical rows changed cannot be told, so they cannot be replayed (a bounded list)."""
+    data = _data_events(classified)
+    rows = data.where(F.col("keyless") & F.col("op").isin("u", "d") & F.col("before").isNull()).select(
+        "topic").distinct().orderBy("topic").limit(limit).collect()
+    return [str(row["topic"]) for row in rows]
+
+
+def replayed_state(classified: DataFrame, skip: list[str] | None = None) -> DataFrame:
+    """The tables as the events leave them, as (topic, key, after, n, keyless): per key, its last data event in
+    consumer order (keys whose last event is a delete are gone), n 1. A table without a key (a null key) is a
+    multiset of rows: each row (its key is the row itself) counted by its reads, creates and updates' after
+    images less its deletes' and updates' before images (REPLICA IDENTITY FULL), n its count. A streamed event
+    delivered twice (the same position, op and row) counts once. The ``skip`` topics are left out."""
+    data = _data_events(classified)
+    if skip:
+        data = data.where(~F.col("topic").isin(*skip))
+    keyed = data.where(~F.col("keyless"))
     last = Window.partitionBy("topic", "key").orderBy(F.col("part").desc(), F.col("seq").desc())
-    latest = data.withColumn("n", F.row_number().over(last)).where("n = 1")
-    return latest.where(F.col("op") != "d").select("topic", "key", "after")
+    latest = keyed.withColumn("n", F.row_number().over(last)).where("n = 1")
+    state = latest.where(F.col("op") != "d").select("topic", "key", "after", F.lit(1).cast("long").alias("n"),
+                                                    F.lit(False).alias("keyless"))
+    keyless = data.where(F.col("keyless")).withColumn(
+        "position", event_position(F.get_json_object(F.col("source"), "$.connector")))
+    streamed = keyless.where(F.col("op") != "r").dropDuplicates(["topic", "position", "op", "before", "after"])
+    keyless = keyless.where(F.col("op") == "r").unionByName(streamed)
+    added = keyless.where(F.col("op").isin("r", "c", "u")).select(
+        "topic", _canonical(F.col("after")).alias("key"), "after", F.lit(1).alias("n"))
+    removed = keyless.where(F.col("op").isin("u", "d")).select(
+        "topic", _canonical(F.col("before")).alias("key"), F.col("before").alias("after"), F.lit(-1).alias("n"))
+    rows = added.unionByName(removed).groupBy("topic", "key").agg(
+        F.first("after", ignorenulls=True).alias("after"), F.sum("n").cast("long").alias("n"))
+    return state.unionByName(rows.where(F.col("n") != 0).withColumn("keyless", F.lit(True)))
 
 
 def source_state(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataFrame, Any]:
@@ -58,10 +96,18 @@ def source_state(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataF
 
 
 def _as_after_rows(records: DataFrame) -> DataFrame:
+    """(topic, key, after, n, keyless) as ``replayed_state`` gives them: a table without a key counted per
+    identical row."""
     rows = classify(records.where(F.col("op") == "r").select("topic", F.lit(0).alias("part"),
                                                              F.lit(0).cast("long").alias("seq"), "key", "value"))
-    return rows.select("topic", _canonical(F.col("key_payload")).alias("key"),
+    rows = rows.select("topic", F.col("key_payload").isNull().alias("keyless"),
+                       _canonical(F.col("key_payload")).alias("key"),
                        F.get_json_object("payload", "$.after").alias("after"))
+    keyed = rows.where(~F.col("keyless")).select("topic", "key", "after", F.lit(1).cast("long").alias("n"),
+                                                 "keyless")
+    keyless = rows.where(F.col("keyless")).groupBy("topic", _canonical(F.col("after")).alias("key")).agg(
+        F.first("after").alias("after"), F.count(F.lit(1)).alias("n")).withColumn("keyless", F.lit(True))
+    return keyed.unionByName(keyless)
 
 
 def _sqlserver_source_state(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
@@ -82,8 +128,9 @@ def _sqlserver_source_state(spark: SparkSession, options: Mapping[str, str]) -> 
 
 
 def reconcile_frame(state: DataFrame, source: DataFrame) -> DataFrame:
-    """Per key present on either side: ``status`` ok, missing (in the source, not in the events), extra (in the
-    events, not in the source) or differs."""
+    """Per key present on either side (for a table without a key, per distinct row): ``status`` ok, missing (in
+    the source, not in the events; or fewer copies of the row), extra (in the events, not in the source; or more
+    copies) or differs; ``replayed`` and ``source_count`` the copies on each side."""
     s = state.alias("s")
     t = source.alias("t")
     joined = s.join(t, (F.col("s.topic") == F.col("t.topic")) & (F.col("s.key") == F.col("t.key")), "full_outer")
@@ -91,18 +138,22 @@ def reconcile_frame(state: DataFrame, source: DataFrame) -> DataFrame:
     source_map = F.from_json(F.col("t.after"), "map<string,string>")
     seen = F.map_filter(stream_map, lambda _k, v: v.isNull() | (v != UNAVAILABLE))
     comparable = F.map_filter(source_map, lambda k, _v: ~F.coalesce(stream_map[k] == UNAVAILABLE, F.lit(False)))
-    status = (F.when(F.col("s.key").isNull(), "missing").when(F.col("t.key").isNull(), "extra")
+    replayed = F.coalesce(F.col("s.n"), F.lit(0))
+    in_source = F.coalesce(F.col("t.n"), F.lit(0))
+    status = (F.when(replayed < in_source, "missing").when(replayed > in_source, "extra")
               .when(F.sha2(F.to_json(F.array_sort(F.map_entries(seen))), 256)
                     == F.sha2(F.to_json(F.array_sort(F.map_entries(comparable))), 256), "ok")
               .otherwise("differs"))
     return joined.select(F.coalesce("s.topic", "t.topic").alias("topic"), F.coalesce("s.key", "t.key").alias("key"),
-                         status.alias("status")).withColumn("record", F.concat_ws(" ", "topic", "key", "status"))
+                         F.coalesce("s.keyless", "t.keyless").alias("keyless"), status.alias("status"),
+                         replayed.alias("replayed"), in_source.alias("source_count")).withColumn(
+        "record", F.concat_ws(" ", "topic", "key", "status"))
 
 
 def count_frame(state: DataFrame, source: DataFrame) -> DataFrame:
     """Per table: rows after replaying the events, rows in the source."""
-    replayed = state.groupBy("topic").agg(F.count(F.lit(1)).alias("replayed_rows"))
-    actual = source.groupBy("topic").agg(F.count(F.lit(1)).alias("source_rows"))
+    replayed = state.groupBy("topic").agg(F.sum("n").alias("replayed_rows"))
+    actual = source.groupBy("topic").agg(F.sum("n").alias("source_rows"))
     return replayed.join(actual, "topic", "full_outer").select(
         "topic", F.coalesce("replayed_rows", F.lit(0)).alias("replayed_rows"),
         F.coalesce("source_rows", F.lit(0)).alias("source_rows"))
@@ -113,7 +164,8 @@ def first_differences(frame: DataFrame) -> list[str]:
     order = Window.partitionBy("topic").orderBy("key")
     rows = frame.where(F.col("status") != "ok").withColumn("n", F.row_number().over(order)).where(
         F.col("n") <= FIRST_KEYS).orderBy("topic", "key").collect()
-    return [f"{r['topic']} key {r['key']}: {r['status']}" for r in rows]
+    return [f"{r['topic']} row {r['key']}: {r['status']} ({r['source_count']} in the source, {r['replayed']} "
+            f"replayed)" if r["keyless"] else f"{r['topic']} key {r['key']}: {r['status']}" for r in rows]
 
 
 def reconcile_expectations() -> list[Any]:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 EXAMPLES = 10
@@ -124,7 +125,13 @@ def run_suites(runs: list[SuiteRun], report_dir: Path | None = None) -> QualityR
             name=run.name, validation_definitions=[definition], actions=actions,
             result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES,
                            **({"unexpected_index_column_names": run.id_columns} if run.id_columns else {})}))
-        result = checkpoint.run(batch_parameters={"dataframe": run.frame})  # Great Expectations caches the frame
+        # Each expectation is a few Spark jobs over the frame: computed once, kept by the executors while its
+        # suite runs (nothing is collected to the driver but the failing examples).
+        frame = run.frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            result = checkpoint.run(batch_parameters={"dataframe": frame})
+        finally:
+            frame.unpersist()
         for validation in result.run_results.values():
             for item in validation.results:
                 report.outcomes.append(_outcome(run, item))
@@ -155,7 +162,7 @@ def write_summaries(report: QualityReport, report_dir: Path) -> None:
 
 def print_quality(console: Any, report: QualityReport, folder: Path) -> None:
     """The report's verdict, its failed expectations with examples, and where the full report is."""
-    for note in report.notes:
+    for note in dict.fromkeys(report.notes):  # each once
         console.print(f"  note: {note}", highlight=False, markup=False)
     for outcome in report.failed():
         console.print(f"  FAILED {outcome.suite}: {outcome.check} ({outcome.unexpected} of {outcome.checked})",

@@ -12,6 +12,7 @@ form.
 
 from __future__ import annotations
 
+import base64
 import csv
 from collections.abc import Mapping
 from contextlib import closing
@@ -21,11 +22,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdckit.quality.envelopes import UNAVAILABLE
+
 MAPPINGS = Path(__file__).parent / "mappings"
 DEFAULT_MODES = {"decimal.handling.mode": "precise", "time.precision.mode": "adaptive",
                  "binary.handling.mode": "bytes", "interval.handling.mode": "numeric", "hstore.handling.mode": "json"}
 SOURCE_COLUMNS = "schema STRING, `table` STRING, `column` STRING, type_name STRING, length INT, scale INT"
-_FIELD = "struct<field:string,type:string,name:string,parameters:map<string,string>>"
+_FIELD = "struct<field:string,type:string,name:string,optional:boolean,default:string,parameters:map<string,string>>"
 _FIELDS = f"array<struct<field:string,fields:array<{_FIELD}>>>"
 _TEMPORAL = ("time", "timestamp", "timetz", "timestamptz", "datetime2", "datetimeoffset")
 _CHECKED_LOGICAL = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date", "io.debezium.time.Timestamp",
@@ -37,6 +40,10 @@ DECIMAL_NAME = "org.apache.kafka.connect.data.Decimal"
 DECIMAL_MAPPING = f"bytes/{DECIMAL_NAME}"
 BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 DAY_RANGE = (-719_162, 2_932_896)  # 0001-01-01 .. 9999-12-31
+# Debezium's placeholder for an unchanged TOASTed value: the text (or an array of it), or, for bytea with
+# binary.handling.mode=bytes, its bytes (base64 in JSON); see cdckit.formats.debezium.pg_toast
+UNAVAILABLE_FORMS = (UNAVAILABLE, base64.b64encode(UNAVAILABLE.encode()).decode(),
+                     f'["{base64.b64encode(UNAVAILABLE.encode()).decode()}"]')
 # PostgreSQL's 'infinity' / '-infinity' timestamps, as Debezium encodes them
 INFINITY_MICROS = (9223372036825200000, -9223372036832400000)
 
@@ -65,13 +72,13 @@ def _range(text: str) -> tuple[int | None, int | None]:
     return int(low), int(high)
 
 
-def _after_fields(classified: DataFrame) -> DataFrame:
-    """Data events with their ``after`` field schemas (needs value schemas)."""
+def _after_fields(classified: DataFrame, *extra: str) -> DataFrame:
+    """Data events with their ``after`` field schemas (needs value schemas), and the ``extra`` columns."""
     fields = F.from_json(F.get_json_object("value", "$.schema.fields"), _FIELDS)
     after = F.get(F.filter(fields, lambda f: f["field"] == "after"), 0)["fields"]
     source = F.get_json_object("payload", "$.source")
     return classified.where((F.col("kind") == "data") & F.get_json_object("value", "$.schema").isNotNull()).select(
-        "topic", "part", "seq", "payload", after.alias("after_fields"),
+        "topic", "part", "seq", "payload", *extra, after.alias("after_fields"),
         F.get_json_object(source, "$.connector").alias("connector"),
         F.get_json_object(source, "$.schema").alias("schema"),
         F.get_json_object(source, "$.table").alias("table"))
@@ -155,20 +162,53 @@ def type_frame(fields: DataFrame, sources: DataFrame, reference_rows: DataFrame)
         "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "type_name"))
 
 
+def _stand_in(f: Column) -> Column:
+    """What Debezium writes for a required column it did not get a value for (``_fallback`` of the formatter):
+    the field's default, else its type's neutral value, as text (the way a row read as map<string,string> holds
+    it)."""
+    by_name = F.when(f["name"] == "io.debezium.time.ZonedTimestamp", F.lit("1970-01-01T00:00:00Z"))
+    by_name = by_name.when(f["name"] == "io.debezium.time.ZonedTime", F.lit("00:00:00Z"))
+    by_name = by_name.when(f["name"] == DECIMAL_NAME, F.lit("AA=="))
+    by_name = by_name.when(f["name"] == "io.debezium.data.VariableScaleDecimal", F.lit('{"scale":0,"value":"AA=="}'))
+    by_type = (F.when(f["type"].isin("int8", "int16", "int32", "int64"), F.lit("0"))
+               .when(f["type"].isin("float", "double"), F.lit("0.0"))
+               .when(f["type"] == "boolean", F.lit("false"))
+               .when(f["type"].isin("string", "bytes"), F.lit(""))
+               .when(f["type"] == "array", F.lit("[]"))
+               .when(f["type"] == "map", F.lit("{}")))
+    return F.coalesce(f["default"], by_name, by_type)
+
+
 def _column_values(classified: DataFrame) -> DataFrame:
-    """One row per (data event, emitted column): schema, table, the row (``after``, else ``before``) as a map, and
-    the column's field schema ``f``."""
-    return _after_fields(classified).select(
-        "schema", "table",
-        F.from_json(F.coalesce(F.get_json_object("payload", "$.after"), F.get_json_object("payload", "$.before")),
-                    "map<string,string>").alias("row"), F.explode("after_fields").alias("f"))
+    """One row per (data event, emitted column): schema, table, the column's field schema ``f``, its ``value`` in
+    the row (``after``, else a delete's ``before``), and ``stand_in``: the value is not the row's but one Debezium
+    writes in its place, which no value rule can judge:
+
+    - a required non-key column of a ``before`` that PostgreSQL did not send (REPLICA IDENTITY DEFAULT or USING
+      INDEX): the column's default, else its type's neutral value ('', 0, the epoch, ...);
+    - an unchanged TOASTed value of an update (``__debezium_unavailable_value``: the text, its bytes, an array of
+      it)."""
+    after = F.get_json_object("payload", "$.after")
+    key_columns = F.map_keys(F.from_json(F.col("key_payload"), "map<string,string>"))
+    rows = _after_fields(classified, "key_payload").select(
+        "schema", "table", after.isNull().alias("from_before"), key_columns.alias("key_columns"),
+        F.from_json(F.coalesce(after, F.get_json_object("payload", "$.before")), "map<string,string>").alias("row"),
+        F.explode("after_fields").alias("f"))
+    value = F.col("row")[F.col("f.field")]
+    f = F.col("f")
+    placeholder = (F.col("from_before") & ~F.coalesce(f["optional"], F.lit(True))
+                   & ~F.coalesce(F.array_contains(F.col("key_columns"), f["field"]), F.lit(False))
+                   & (value == _stand_in(f)))
+    unavailable = value.contains(UNAVAILABLE) | value.isin(*UNAVAILABLE_FORMS)
+    return rows.select("schema", "table", "f", value.alias("value"),
+                       F.coalesce(placeholder | unavailable, F.lit(False)).alias("stand_in"))
 
 
 def value_frame(classified: DataFrame) -> DataFrame:
-    """One row per (data event, column) whose logical type has a value rule: logical name, scale, value."""
-    values = _column_values(classified).where(F.col("f.name").isin(*_CHECKED_LOGICAL)).select(
-        "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"),
-        F.col("row")[F.col("f.field")].alias("value"))
+    """One row per (data event, column) whose logical type has a value rule: logical name, scale, value. Values
+    Debezium writes in place of the row's (``_column_values``) are left out."""
+    values = _column_values(classified).where(F.col("f.name").isin(*_CHECKED_LOGICAL) & ~F.col("stand_in")).select(
+        "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"), "value")
     return values.where(F.col("value").isNotNull()).withColumn(
         "number", F.col("value").try_cast("decimal(38,0)")).withColumn(
         "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "value"))
@@ -176,8 +216,9 @@ def value_frame(classified: DataFrame) -> DataFrame:
 
 def decimal_scale_frame(classified: DataFrame, sources: DataFrame) -> DataFrame:
     """decimal.handling.mode=string values of declared-scale decimals: the scale written against the declared one."""
-    strings = _column_values(classified).where((F.col("f.type") == "string") & F.col("f.name").isNull()).select(
-        "schema", "table", F.col("f.field").alias("column"), F.col("row")[F.col("f.field")].alias("value"))
+    strings = _column_values(classified).where(
+        (F.col("f.type") == "string") & F.col("f.name").isNull() & ~F.col("stand_in")).select(
+        "schema", "table", F.col("f.field").alias("column"), "value")
     decimals = sources.where(F.col("type_name").isin("numeric", "decimal") & F.col("scale").isNotNull())
     joined = strings.join(decimals, ["schema", "table", "column"]).where(F.col("value").isNotNull())
     written = F.when(F.instr("value", ".") > 0, F.length(F.substring_index("value", ".", -1))).otherwise(F.lit(0))
