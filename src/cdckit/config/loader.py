@@ -422,6 +422,27 @@ def _validate(raw: Mapping[str, str], values: dict[str, object], passthrough: di
     _check_debezium_settings(raw, values, problems)
 
 
+_INTERVAL_UNITS = {"ms": "milliseconds", "millisecond": "milliseconds", "milliseconds": "milliseconds",
+                   "s": "seconds", "sec": "seconds", "secs": "seconds", "second": "seconds", "seconds": "seconds",
+                   "m": "minutes", "min": "minutes", "mins": "minutes", "minute": "minutes", "minutes": "minutes",
+                   "h": "hours", "hour": "hours", "hours": "hours", "d": "days", "day": "days", "days": "days"}
+_INTERVAL_PART = re.compile(r"\s*(\d+)\s*([a-z]+)\s*")
+
+
+def trigger_interval(text: str) -> str | None:
+    """A processing-time trigger's interval as Spark reads it (``10 seconds``, ``1 minute 30 seconds``), from that
+    form or the short one (``10s``, ``500ms``, ``1m30s``); None when it is neither."""
+    body = text.strip().lower()
+    body = body[len("interval"):] if body.startswith("interval ") else body
+    parts, end = [], 0
+    for match in _INTERVAL_PART.finditer(body):
+        if match.start() != end or match.group(2) not in _INTERVAL_UNITS:
+            return None
+        parts.append(f"{int(match.group(1))} {_INTERVAL_UNITS[match.group(2)]}")
+        end = match.end()
+    return " ".join(parts) if parts and end == len(body) else None
+
+
 def _converter_names(raw: Mapping[str, str]) -> set[str]:
     return {name.strip() for name in raw.get("converters", "").split(",") if name.strip()}
 
@@ -602,6 +623,14 @@ def _check_combinations(values: dict[str, object], problems: list[str], passthro
     if slot and not _SLOT_NAME.match(slot):
         problems.append(f"slot.name={slot!r} may only contain lower-case letters, digits and underscores "
                         f"(at most 63)")
+    interval = str(values.get("cdckit.trigger.interval") or "")
+    if interval:
+        normal = trigger_interval(interval)
+        if normal is None:
+            problems.append(f"cdckit.trigger.interval={interval!r} is not an interval Spark reads; write a number "
+                            f"and a unit, e.g. '10 seconds', '500 milliseconds', '1 minute' (or 10s, 500ms, 1m)")
+        else:
+            values["cdckit.trigger.interval"] = normal
     skipped = values.get("skipped.operations") or ()
     assert isinstance(skipped, tuple)
     for op in skipped:
