@@ -130,7 +130,7 @@ def _records() -> list[tuple[str, int, int, str | None, str | None]]:
     event(22, _value("c", None, _row(22), 132, tx="tx-bad"))
     out.append(("srv.transaction", json.dumps({"id": "tx-bad"}),
                 json.dumps({"status": "END", "id": "tx-bad", "event_count": 2, "data_collections": []})))
-    event(23, _value("c", None, _row(23, amount="1.5", day=5_000_000, at=9_000_000_000_000_000_000,
+    event(23, _value("c", None, _row(23, amount="1.5", day=5_000_000_000, at=90_000_000_000_000_000_000,
                                      seen="2024-13-01 10:00", uid="not-a-uuid", total="12.5"), 133))
     # Qlik: data before any metadata; a changeSequence going back; masks that disagree with the data
     out.append(("qlik.t", json.dumps({"id": 1}), _qlik_data("nometa", "INSERT", "0001", {"id": 1, "name": "a"},
@@ -177,8 +177,8 @@ def _examples(report: Any, suite: str, check: str) -> str:
     ("type_mappings", "a decimal's scale parameter is the declared scale", "public.t.price"),
     ("type_mappings", "a decimal's precision parameter is the declared precision", "public.t.price"),
     ("type_mappings", "the source type's declared precision has a mapping", "public.t.clock time"),
-    ("values", "dates are days since the epoch within years 1..9999", "5000000"),
-    ("values", "microsecond timestamps are within years 1..9999", "9000000000000000000"),
+    ("values", "PostgreSQL dates are a 32-bit count of days since the epoch", "5000000000"),
+    ("values", "PostgreSQL microsecond timestamps are a 64-bit count", "90000000000000000000"),
     ("values", "zoned timestamps are ISO-8601 with an offset", "2024-13-01 10:00"),
     ("values", "UUIDs are canonical text", "not-a-uuid"),
     ("values", "precise decimals are base64 unscaled bytes", "12.5"),

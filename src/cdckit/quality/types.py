@@ -34,12 +34,17 @@ _TEMPORAL = ("time", "timestamp", "timetz", "timestamptz", "datetime2", "datetim
 _CHECKED_LOGICAL = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date", "io.debezium.time.Timestamp",
                     "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTimestamp",
                     "io.debezium.time.ZonedTimestamp", "io.debezium.data.Uuid", "org.apache.kafka.connect.data.Decimal")
-ZONED = r"^(-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})|infinity|-infinity)$"
+ZONED = r"^([+-]?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})|infinity|-infinity)$"
 UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 DECIMAL_NAME = "org.apache.kafka.connect.data.Decimal"
 DECIMAL_MAPPING = f"bytes/{DECIMAL_NAME}"
 BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
-DAY_RANGE = (-719_162, 2_932_896)  # 0001-01-01 .. 9999-12-31
+DAY_RANGE = (-719_162, 2_932_896)  # 0001-01-01 .. 9999-12-31 (SQL Server's dates)
+MICRO_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)  # years 1..9999 (SQL Server's datetime2)
+# PostgreSQL's dates (4713 BC .. 5874897 AD) and timestamps (4713 BC .. 294276 AD), their infinities included, are
+# what Debezium's 32-bit day and 64-bit microsecond counts hold (its own encodings of the extremes among them)
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
 # Debezium's placeholder for an unchanged TOASTed value: the text (or an array of it), or, for bytea with
 # binary.handling.mode=bytes, its bytes (base64 in JSON); see cdckit.formats.debezium.pg_toast
 UNAVAILABLE_FORMS = (UNAVAILABLE, base64.b64encode(UNAVAILABLE.encode()).decode(),
@@ -191,7 +196,7 @@ def _column_values(classified: DataFrame) -> DataFrame:
     after = F.get_json_object("payload", "$.after")
     key_columns = F.map_keys(F.from_json(F.col("key_payload"), "map<string,string>"))
     rows = _after_fields(classified, "key_payload").select(
-        "schema", "table", after.isNull().alias("from_before"), key_columns.alias("key_columns"),
+        "connector", "schema", "table", after.isNull().alias("from_before"), key_columns.alias("key_columns"),
         F.from_json(F.coalesce(after, F.get_json_object("payload", "$.before")), "map<string,string>").alias("row"),
         F.explode("after_fields").alias("f"))
     value = F.col("row")[F.col("f.field")]
@@ -200,7 +205,7 @@ def _column_values(classified: DataFrame) -> DataFrame:
                    & ~F.coalesce(F.array_contains(F.col("key_columns"), f["field"]), F.lit(False))
                    & (value == _stand_in(f)))
     unavailable = value.contains(UNAVAILABLE) | value.isin(*UNAVAILABLE_FORMS)
-    return rows.select("schema", "table", "f", value.alias("value"),
+    return rows.select("connector", "schema", "table", "f", value.alias("value"),
                        F.coalesce(placeholder | unavailable, F.lit(False)).alias("stand_in"))
 
 
@@ -208,7 +213,8 @@ def value_frame(classified: DataFrame) -> DataFrame:
     """One row per (data event, column) whose logical type has a value rule: logical name, scale, value. Values
     Debezium writes in place of the row's (``_column_values``) are left out."""
     values = _column_values(classified).where(F.col("f.name").isin(*_CHECKED_LOGICAL) & ~F.col("stand_in")).select(
-        "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"), "value")
+        "connector", "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"),
+        "value")
     return values.where(F.col("value").isNotNull()).withColumn(
         "number", F.col("value").try_cast("decimal(38,0)")).withColumn(
         "record", F.concat_ws(" ", F.concat_ws(".", "schema", "table", "column"), "value"))
@@ -259,13 +265,22 @@ def value_expectations() -> list[Any]:
 
     dates = C("logical_name").is_in(["io.debezium.time.Date", "org.apache.kafka.connect.data.Date"])
     micros = (C("logical_name") == "io.debezium.time.MicroTimestamp") & C("number").is_not_in(list(INFINITY_MICROS))
+    sqlserver = C("connector") == "sqlserver"
+    postgres = C("connector").is_in(["postgresql", "YugabyteDB"])
     return [
         e.ExpectColumnValuesToBeBetween(column="number", min_value=DAY_RANGE[0], max_value=DAY_RANGE[1],
-                                        row_condition=dates,
-                                        meta={"check": "dates are days since the epoch within years 1..9999"}),
-        e.ExpectColumnValuesToBeBetween(column="number", min_value=-62_135_596_800_000_000,
-                                        max_value=253_402_300_799_999_999, row_condition=micros,
-                                        meta={"check": "microsecond timestamps are within years 1..9999"}),
+                                        row_condition=dates & sqlserver,
+                                        meta={"check": "SQL Server dates are days since the epoch within years "
+                                                       "1..9999"}),
+        e.ExpectColumnValuesToBeBetween(column="number", min_value=INT32[0], max_value=INT32[1],
+                                        row_condition=dates & postgres,
+                                        meta={"check": "PostgreSQL dates are a 32-bit count of days since the epoch"}),
+        e.ExpectColumnValuesToBeBetween(column="number", min_value=MICRO_RANGE[0], max_value=MICRO_RANGE[1],
+                                        row_condition=micros & sqlserver,
+                                        meta={"check": "SQL Server microsecond timestamps are within years 1..9999"}),
+        e.ExpectColumnValuesToBeBetween(column="number", min_value=INT64[0], max_value=INT64[1],
+                                        row_condition=micros & postgres,
+                                        meta={"check": "PostgreSQL microsecond timestamps are a 64-bit count"}),
         e.ExpectColumnValuesToMatchRegex(column="value", regex=ZONED,
                                          row_condition=C("logical_name") == "io.debezium.time.ZonedTimestamp",
                                          meta={"check": "zoned timestamps are ISO-8601 with an offset"}),
