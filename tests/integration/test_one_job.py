@@ -5,6 +5,7 @@ status`` says who runs or how the last job ended; a restart continues with nothi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 from helpers import execute, fetch, make_config, payload, records, replay
 
@@ -128,3 +130,51 @@ def test_second_job_refused_and_sigterm_stops_the_first_cleanly(postgres: Any, d
     assert positions == sorted(set(positions)), "no change written twice, none out of order"
     code, said = _cli(capsys, "status", str(config_file))
     assert "job: finished at" in said, said
+
+
+def test_sigterm_during_the_snapshot_abandons_it_and_the_next_start_takes_it_again(
+        postgres: Any, database: str, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.ledger (id integer PRIMARY KEY, amount integer NOT NULL)",
+            "INSERT INTO public.ledger SELECT i, i FROM generate_series(0, 199999) i")
+    config = make_config(postgres, database, workdir)
+    config_file = workdir / "connector.json"
+    config_file.write_text(json.dumps({"name": "first", "config": config.as_properties(include_secrets=True)}))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    state = Path(config.str("cdckit.checkpoint.location")) / "snapshot" / "state.json"
+    blocker = psycopg2.connect(dsn)  # once the slot is made, the snapshot's read of the table waits for this lock
+    out, err = workdir / "first.out", workdir / "first.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        first = subprocess.Popen([sys.executable, "-m", "cdckit", "stream", str(config_file)], env=env,
+                                 stdout=stdout, stderr=stderr, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (state.exists() and '"attempts": [\n  ' in state.read_text()) and first.poll() is None:
+            assert time.monotonic() < deadline, "the snapshot did not start"
+            time.sleep(0.01)
+        with blocker.cursor() as cur:  # if the read is under way already, it is long enough to stop it in it
+            cur.execute("SET lock_timeout = '200ms'")
+            with contextlib.suppress(psycopg2.errors.LockNotAvailable):
+                cur.execute("LOCK TABLE public.ledger IN ACCESS EXCLUSIVE MODE")
+        time.sleep(2)
+        assert first.poll() is None, err.read_text()[-3000:]
+        first.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        blocker.rollback()  # a task waiting in the server for a lock is not interrupted by Spark's cancelling
+        assert first.wait(90) == 0, err.read_text()[-3000:]
+    finally:
+        blocker.rollback()
+        blocker.close()
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    assert out.read_text().strip().splitlines()[-1] == ("cdckit: stopped by SIGTERM during the snapshot, which was "
+                                                        "abandoned: the next start takes it again")
+    assert json.loads(state.read_text())["status"] == "started"
+    code, said = _cli(capsys, "status", str(config_file))
+    assert code == 0 and "job: stopped by SIGTERM at" in said, said
+
+    _write(dsn, 200000, 10)
+    code, said = _cli(capsys, "stream", str(config_file), "--set", "cdckit.trigger=available-now")
+    assert code == 0, said
+    assert replay(config, TOPIC) == _source(dsn)

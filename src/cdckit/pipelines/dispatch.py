@@ -92,14 +92,19 @@ def _one_job(command: str) -> Callable[[Job[P, R]], Job[P, R]]:
             job = claim_job(config, command)
             stopped_by, outcome = None, "failed"
             try:
-                with on_signals(spark.sparkContext.cancelAllJobs):
-                    report = run(*args, **kwargs)
+                with on_signals(spark.sparkContext.cancelAllJobs) as stop:
+                    try:
+                        report = run(*args, **kwargs)
+                    except (Exception, JobStopped) as failure:
+                        if stop.signal_name is None:
+                            raise
+                        # before a stream's query (a snapshot: its state says it did not finish): JobStopped, or
+                        # the failure of the Spark action whose jobs the stop cancelled
+                        log.debug("the stop ended the work under way with: %s", failure)
+                        report = cast(R, _abandoned(command, config, stop.signal_name))
                 stopped_by = report.stopped_by
                 outcome = "stopped" if stopped_by else "finished"
                 return report
-            except JobStopped as stop:  # before a stream's query: a snapshot (its state says it did not finish)
-                stopped_by, outcome = stop.signal_name, "stopped"
-                return cast(R, _abandoned(command, config, stop.signal_name))
             finally:
                 job.release(stopped_by, outcome)
         return claimed
