@@ -100,7 +100,7 @@ def test_second_job_refused_and_sigterm_stops_the_first_cleanly(postgres: Any, d
               "the first job stopped taking changes")
         assert first.poll() is None, err.read_text()[-3000:]
         code, said = _cli(capsys, "status", str(config_file))
-        assert code == 0 and f"job: running: cdckit stream on {host} pid {first.pid}" in said, said
+        assert code == 0 and f"job: running on {host} pid {first.pid} (cdckit stream since" in said, said
 
         first.send_signal(signal.SIGTERM)  # the Python driver only, as `kill <pid>` or systemd's KillMode=mixed
         assert first.wait(90) == 0, err.read_text()[-3000:]
@@ -116,8 +116,8 @@ def test_second_job_refused_and_sigterm_stops_the_first_cleanly(postgres: Any, d
     assert fetch(dsn, f"SELECT confirmed_flush_lsn::text, active FROM pg_replication_slots "
                       f"WHERE slot_name = 'slot_{database}'") == [(stopped.group(3), False)]
     code, said = _cli(capsys, "status", str(config_file))
-    assert code == 0 and re.search(rf"job: stopped by SIGTERM at \S+ \S+ UTC \(\d+ s ago; cdckit stream on {host} "
-                                   rf"pid {first.pid}, started", said), said
+    assert code == 0 and re.search(rf"job: not running \(stopped by SIGTERM at \S+ \S+ UTC, \d+ s ago; cdckit stream "
+                                   rf"on {host} pid {first.pid}, started", said), said
 
     # a restart continues where the stopped job was: nothing lost, nothing twice
     _write(dsn, 120, 30)
@@ -129,7 +129,7 @@ def test_second_job_refused_and_sigterm_stops_the_first_cleanly(postgres: Any, d
                  if r["value"] is not None and payload(r["value"])["op"] != "r"]
     assert positions == sorted(set(positions)), "no change written twice, none out of order"
     code, said = _cli(capsys, "status", str(config_file))
-    assert "job: finished at" in said, said
+    assert "job: not running (stopped at " in said and ": it had finished; cdckit stream" in said, said
 
 
 def test_sigterm_during_the_snapshot_abandons_it_and_the_next_start_takes_it_again(
@@ -172,7 +172,7 @@ def test_sigterm_during_the_snapshot_abandons_it_and_the_next_start_takes_it_aga
                                                         "abandoned: the next start takes it again")
     assert json.loads(state.read_text())["status"] == "started"
     code, said = _cli(capsys, "status", str(config_file))
-    assert code == 0 and "job: stopped by SIGTERM at" in said, said
+    assert code == 0 and "job: not running (stopped by SIGTERM at" in said, said
 
     _write(dsn, 200000, 10)
     code, said = _cli(capsys, "stream", str(config_file), "--set", "cdckit.trigger=available-now")

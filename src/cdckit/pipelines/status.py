@@ -22,7 +22,7 @@ from typing import Any
 from cdckit.config import Config
 from cdckit.observe.publish import STATUS_FILE
 from cdckit.pipelines.base import STATE, Pipeline
-from cdckit.pipelines.ownership import describe_owner, fresh, read_owner, when
+from cdckit.pipelines.ownership import fresh, read_owner, when
 from cdckit.state import StateStore
 
 STALE_SECONDS = 60
@@ -80,7 +80,9 @@ def render(status: dict[str, Any], console: Any) -> None:
     job = status.get("job")
     owner = status.get("owner")
     if owner is not None:  # what the owner file says, from its heartbeat rather than the last batch's report
-        line(f"job: {owner_line(owner)}")
+        port = (f", metrics on port {job['metrics_port']}" if owner.get("alive") and job and job.get("metrics_port")
+                else "")
+        line(f"job: {owner_line(owner)}{port}")
     elif job is None:
         line("job: no status recorded (no job has run with this checkpoint since metrics were added)")
     else:
@@ -158,16 +160,19 @@ def render(status: dict[str, Any], console: Any) -> None:
 
 def owner_line(owner: dict[str, Any]) -> str:
     """What the checkpoint's owner file says: running (where, since when), or how and when the last job ended."""
-    if owner.get("alive"):
-        return f"running: {describe_owner(owner)}"
     where = f"on {owner.get('host')} pid {owner.get('pid')}"
+    command = f"cdckit {owner.get('command', 'job')}"
+    if owner.get("alive"):
+        return (f"running {where} ({command} since {when(owner.get('started_ms'))}; heartbeat "
+                f"{_ago(owner.get('heartbeat_ms'))})")
     if owner.get("running"):
-        return (f"not running: {describe_owner(owner)} stopped refreshing its heartbeat, so it ended without "
-                f"finishing (killed, or its machine lost)")
-    ended = {"stopped": f"stopped by {owner.get('stopped_by')}", "failed": "failed",
-             "finished": "finished"}.get(str(owner.get("outcome")), "stopped")
-    return (f"{ended} at {when(owner.get('stopped_ms'))} ({_ago(owner.get('stopped_ms'))}; cdckit "
-            f"{owner.get('command', 'job')} {where}, started {when(owner.get('started_ms'))})")
+        return (f"not running: its last heartbeat ({_ago(owner.get('heartbeat_ms'))}, {command} {where}) said "
+                f"running, so it was stopped without finishing (killed, or its machine lost)")
+    outcome = str(owner.get("outcome"))
+    by = f" by {owner.get('stopped_by')}" if outcome == "stopped" and owner.get("stopped_by") else ""
+    end = {"finished": ": it had finished", "failed": ": it failed"}.get(outcome, "")
+    return (f"not running (stopped{by} at {when(owner.get('stopped_ms'))}, {_ago(owner.get('stopped_ms'))}{end}; "
+            f"{command} {where}, started {when(owner.get('started_ms'))})")
 
 
 def _ago(ms: Any) -> str:
