@@ -195,9 +195,9 @@ def test_a_snapshot_that_fails_after_creating_its_slot_drops_it_and_its_publicat
     assert out.startswith("cdckit: error: the snapshot stopped: table public.readings: column 'v': "), out
     assert len(out.strip().splitlines()) == 1, out
     dropped = [r.getMessage() for r in caplog.records if "dropped the" in r.getMessage()]
-    assert dropped == [f"the job failed before it had anything to continue from: dropped the replication slot "
+    assert dropped == [f"the job ended before it had anything to continue from: dropped the replication slot "
                        f"'slot_{database}' it created",
-                       f"the job failed before it had anything to continue from: dropped the publication "
+                       f"the job ended before it had anything to continue from: dropped the publication "
                        f"'pub_{database}' it created"], dropped
     left = _left_behind(postgres, database, workdir)
     assert left["slots"] == [] and left["publications"] == [], left

@@ -67,7 +67,7 @@ def undone_on_failure(config: Config) -> Iterator[None]:
         yield
     except BaseException:
         for dropped in pipeline_for(config).undo_start(config):
-            log.warning("the job failed before it had anything to continue from: dropped the %s it created", dropped)
+            log.warning("the job ended before it had anything to continue from: dropped the %s it created", dropped)
         raise
 
 
