@@ -95,12 +95,7 @@ def ensure_publication(conn: Connection, options: Mapping[str, str], tables: Seq
     conn.commit()
     unpublished_roots = [t.qualified_name for t in roots if (t.schema, t.name) not in published]
     if unpublished_roots:
-        what = "is a partitioned table" if len(unpublished_roots) == 1 else "are partitioned tables"
-        raise SourcePreconditionError(
-            f"{', '.join(unpublished_roots)} {what} whose changes publication '{name}' sends under the partitions' "
-            f"names, so they would never arrive under its own; run ALTER PUBLICATION {name} SET "
-            f"(publish_via_partition_root = true) (PostgreSQL 13+), "
-            f"or capture the partitions instead (name them in table.include.list)")
+        raise unpublished_roots_error(name, unpublished_roots)
     missing = [t.qualified_name for t in tables if (t.schema, t.name) not in published]
     if missing:
         raise unpublished_error(name, missing)
@@ -170,11 +165,22 @@ def plan_publication(conn: Connection, options: Mapping[str, str], tables: Seque
                 f"but cannot be altered ({why}); alter it as its owner (ALTER PUBLICATION {name} SET TABLE ...) and "
                 f"set publication.autocreate.mode=disabled")
         return f"publication '{name}' will be set to the {len(tables)} captured tables"
-    missing = [t.qualified_name for t in tables
-               if not pg_bool(all_tables) and t.qualified_name not in set(published or [])]
+    missing = [t for t in tables if not pg_bool(all_tables) and t.qualified_name not in set(published or [])]
+    if any(t.partitioned for t in missing):
+        raise unpublished_roots_error(name, [t.qualified_name for t in missing if t.partitioned])
     if missing:
-        raise unpublished_error(name, missing)
+        raise unpublished_error(name, [t.qualified_name for t in missing])
     return f"publication '{name}' publishes the captured tables"
+
+
+def unpublished_roots_error(name: str, roots: Sequence[str]) -> SourcePreconditionError:
+    """Captured partitioned tables whose changes a publication sends under their partitions' names."""
+    what = "is a partitioned table" if len(roots) == 1 else "are partitioned tables"
+    return SourcePreconditionError(
+        f"{', '.join(roots)} {what} whose changes publication '{name}' sends under the partitions' "
+        f"names, so they would never arrive under its own; run ALTER PUBLICATION {name} SET "
+        f"(publish_via_partition_root = true) (PostgreSQL 13+), "
+        f"or capture the partitions instead (name them in table.include.list)")
 
 
 def unpublished_error(name: str, missing: Sequence[str]) -> SourcePreconditionError:
