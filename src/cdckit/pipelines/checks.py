@@ -9,14 +9,13 @@ folder). Each problem is one line that names the fix.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cdckit.config import Config
 from cdckit.errors import CdcKitError
-from cdckit.formats.debezium.column_mappers import parse_message_key_columns
+from cdckit.formats.debezium.column_mappers import emitted_key_columns, parse_message_key_columns
 from cdckit.spark.sinks import sink_class
 from cdckit.state import StateStore
 
@@ -73,19 +72,13 @@ def require_ready(checks: list[Check]) -> list[Check]:
 
 
 def keyless_tables(options: dict[str, str], tables: Sequence[Any]) -> list[str]:
-    """The captured tables without a key: no primary key, and no ``message.key.columns`` entry for them."""
+    """The captured tables whose events would have a null key: no primary key, and no ``message.key.columns``
+    entry for them (the key the formats emit: ``emitted_key_columns``)."""
     try:
-        keyed = [pattern for pattern, _ in parse_message_key_columns(options.get("message.key.columns", ""))]
+        keys = parse_message_key_columns(options.get("message.key.columns", ""))
     except ValueError:
-        keyed = []  # the configuration's own check reports it
-    found = []
-    for table in tables:
-        names = [table.qualified_name] + ([f"{table.database}.{table.qualified_name}"]
-                                          if hasattr(table, "database") else [])
-        if table.key_columns or any(re.fullmatch(p, n, flags=re.IGNORECASE) for p in keyed for n in names):
-            continue
-        found.append(table.qualified_name)
-    return found
+        keys = ()  # the configuration's own check reports it
+    return [t.qualified_name for t in tables if not emitted_key_columns(keys, t.qualified_name, t.key_columns)]
 
 
 def _sink_target(options: dict[str, str]) -> str:

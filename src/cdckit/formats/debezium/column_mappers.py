@@ -181,3 +181,14 @@ def parse_message_key_columns(text: str) -> tuple[tuple[str, tuple[str, ...]], .
             raise ValueError(f"message.key.columns entry {entry!r} is not of the form <table regex>:<col>,<col>")
         entries.append((table.strip(), tuple(c.strip() for c in columns.split(",") if c.strip())))
     return tuple(entries)
+
+
+def emitted_key_columns(entries: tuple[tuple[str, tuple[str, ...]], ...], qualified: str,
+                        primary_key: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The key columns a table's events carry: those of the first ``message.key.columns`` entry (``entries``, as
+    ``parse_message_key_columns`` reads them) whose pattern matches ``schema.table``, else its primary key (none:
+    a null key)."""
+    for pattern, columns in entries:
+        if re.fullmatch(pattern, qualified, flags=re.IGNORECASE):
+            return columns
+    return tuple(primary_key)

@@ -27,6 +27,7 @@ from cdckit.formats.debezium.column_mappers import (
     ColumnMapping,
     ColumnRule,
     column_mapping,
+    emitted_key_columns,
     parse_message_key_columns,
     parse_rules,
 )
@@ -306,11 +307,8 @@ class TableFormat:
         return key, value
 
     def _key_columns(self, table: TableLike) -> tuple[str, ...]:
-        qualified = f"{table.schema}.{table.name}"
-        for pattern, columns in self.settings.message_key_columns:
-            if re.fullmatch(pattern, qualified, flags=re.IGNORECASE):
-                return columns
-        return tuple(table.key_columns)
+        return emitted_key_columns(self.settings.message_key_columns, f"{table.schema}.{table.name}",
+                                   table.key_columns)
 
     def _field(self, column: AnyColumn, key: bool) -> _Field | None:
         """The field of a column; None where Debezium has no converter for its type (left out, with a warning
