@@ -11,7 +11,7 @@ from psycopg2.extensions import connection as Connection
 
 from cdckit.dialect.postgres.server_version import ServerVersion, check_supported
 from cdckit.errors import SourcePreconditionError, TableNotFoundError
-from cdckit.formats.debezium.column_mappers import parse_message_key_columns
+from cdckit.formats.debezium.column_mappers import emitted_key_columns, parse_message_key_columns
 from cdckit.formats.debezium.postgres_types import ColumnType
 
 log = logging.getLogger("cdckit")
@@ -141,10 +141,9 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
                                  f"check table.include.list and schema.include.list")
     # No commit here: callers may be reading inside an exported snapshot's transaction.
     tables = [load_table(conn, schema, table, options) for schema, table in chosen]
-    keyed_by_option = [pattern for pattern, _ in parse_message_key_columns(options.get("message.key.columns", ""))]
+    keys = parse_message_key_columns(options.get("message.key.columns", ""))
     for table in tables:
-        if table.key_columns or any(re.fullmatch(pattern, table.qualified_name, flags=re.IGNORECASE)
-                                    for pattern in keyed_by_option):
+        if emitted_key_columns(keys, table.qualified_name, table.key_columns):
             continue
         # As Debezium: a table without a primary key is captured with a null key (message.key.columns names one).
         if table.qualified_name in _TOLD_KEYLESS:
@@ -295,23 +294,14 @@ SELECT r.rolsuper, r.rolreplication,
 FROM pg_roles r WHERE r.rolname = current_user
 """
 
-_UNREADABLE_SQL = """
-SELECT x.s, x.t FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
-JOIN pg_namespace n ON n.nspname = x.s
-JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
-WHERE NOT has_schema_privilege(n.oid, 'USAGE') OR NOT has_table_privilege(c.oid, 'SELECT')
-ORDER BY x.i
-"""
-
-# Row-level security applies to a user who is not a superuser, has no BYPASSRLS, and does not own the table (or
-# the owner is forced): PostgreSQL's "Row Security Policies" page. Its policies would hide rows from the snapshot.
-_ROW_SECURITY_SQL = """
-SELECT x.s, x.t FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
-JOIN pg_namespace n ON n.nspname = x.s
-JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
-WHERE c.relrowsecurity AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE'))
-  AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)
-ORDER BY x.i
+# Per captured table (by oid, in capture order): may the user read it (SELECT, and USAGE on its schema), and would
+# row-level security filter what it reads. Row security applies to a user who is not a superuser, has no BYPASSRLS,
+# and does not own the table (or the owner is forced): PostgreSQL's "Row Security Policies" page.
+_ACCESS_SQL = """
+SELECT c.oid, has_schema_privilege(c.relnamespace, 'USAGE') AND has_table_privilege(c.oid, 'SELECT'),
+       c.relrowsecurity AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE'))
+       AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)
+FROM unnest(%s::oid[]) AS x(o) JOIN pg_class c ON c.oid = x.o
 """
 
 
@@ -340,10 +330,10 @@ def check_access(conn: Connection, options: Mapping[str, str], tables: Sequence[
                             f"{slot_name!r} cannot be created; drop one nothing reads any more (SELECT slot_name, "
                             f"active FROM pg_replication_slots; SELECT pg_drop_replication_slot('<name>')) or raise "
                             f"max_replication_slots and restart PostgreSQL")
-        cur.execute(_UNREADABLE_SQL, ([t.schema for t in tables], [t.name for t in tables]))
-        unreadable = [(str(schema), str(name)) for schema, name in cur.fetchall()]
-        cur.execute(_ROW_SECURITY_SQL, ([t.schema for t in tables], [t.name for t in tables]))
-        hidden = [f"{schema}.{name}" for schema, name in cur.fetchall()]
+        cur.execute(_ACCESS_SQL, ([t.oid for t in tables],))
+        access = {int(oid): (pg_bool(readable), pg_bool(filtered)) for oid, readable, filtered in cur.fetchall()}
+    unreadable = [(t.schema, t.name) for t in tables if not access.get(t.oid, (True, False))[0]]
+    hidden = [t.qualified_name for t in tables if access.get(t.oid, (True, False))[1]]
     conn.commit()
     if hidden:
         problems.append(f"row-level security applies to user {user!r} on {', '.join(hidden)}: its policies would "

@@ -106,10 +106,8 @@ SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
        has_database_privilege(current_database(), 'CREATE'),
        (SELECT pg_has_role(p.pubowner, 'USAGE') FROM pg_publication p WHERE p.pubname = %s),
        (SELECT puballtables FROM pg_publication WHERE pubname = %s),
-       (SELECT json_agg(x.s || '.' || x.t ORDER BY x.i)::text
-        FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS x(s, t, i)
-        JOIN pg_namespace n ON n.nspname = x.s JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = x.t
-        WHERE NOT pg_has_role(c.relowner, 'USAGE')),
+       (SELECT json_agg(c.oid ORDER BY x.i)::text FROM unnest(%s::oid[]) WITH ORDINALITY AS x(o, i)
+        JOIN pg_class c ON c.oid = x.o WHERE NOT pg_has_role(c.relowner, 'USAGE')),
        (SELECT json_agg(schemaname || '.' || tablename)::text FROM pg_publication_tables WHERE pubname = %s)
 """
 
@@ -124,12 +122,12 @@ def plan_publication(conn: Connection, options: Mapping[str, str], tables: Seque
     mode = options.get("publication.autocreate.mode", "all_tables")
     user = options.get("database.user", "")
     with conn.cursor() as cur:
-        cur.execute(_PUBLICATION_RIGHTS_SQL, (name, name, [t.schema for t in tables], [t.name for t in tables],
-                                              name))
+        cur.execute(_PUBLICATION_RIGHTS_SQL, (name, name, [t.oid for t in tables], name))
         superuser, create, owns_publication, all_tables, not_owned, published = cur.fetchone()
     conn.commit()
     exists = all_tables is not None
-    not_owned = json.loads(not_owned) if not_owned else []
+    unowned = set(json.loads(not_owned)) if not_owned else set()
+    not_owned = [t.qualified_name for t in tables if t.oid in unowned]
     published = json.loads(published) if published else []
     signals = options.get("signal.data.collection", "").strip()
     if not exists and mode == "disabled":
