@@ -28,38 +28,64 @@ LATEST_MS = 4_102_444_800_000  # 2100-01-01: a later one too (microseconds, nano
 UNAVAILABLE = "__debezium_unavailable_value"
 
 
-def _json(column: str, path: str) -> Column:
-    return F.get_json_object(F.col(column), path)
+# A column's Connect schema in a value schema's ``after`` struct, as the type and value suites read it
+FIELD = ("struct<field:string,type:string,name:string,optional:boolean,default:string,"
+         "parameters:struct<scale:string,`connect.decimal.precision`:string>>")
+_PAYLOAD = (("op", "string"), ("before", "string"), ("after", "string"), ("source", "string"), ("ts_ms", "string"),
+            ("transaction", "struct<id:string>"), ("tableChanges", "string"), ("status", "string"), ("id", "string"),
+            ("event_count", "string"), ("message", "string"), ("magic", "string"))
+_PAYLOAD_TYPE = ",".join(f"{name}:{kind}" for name, kind in _PAYLOAD)
+# A value read once: the envelope (``schema`` and ``payload``: value.converter.schemas.enable=true) or the payload's
+# fields at the top (schemas disabled; Qlik's messages). A nested object read as ``string`` keeps its JSON text.
+_VALUE = (f"struct<schema:struct<fields:array<struct<field:string,fields:array<{FIELD}>>>>,"
+          f"payload:struct<{_PAYLOAD_TYPE}>,{_PAYLOAD_TYPE}>")
+SOURCE = ("struct<connector:string,snapshot:string,ts_ms:string,lsn:string,commit_lsn:string,change_lsn:string,"
+          "event_serial_no:string,version:string,name:string,db:string,schema:string,table:string,txId:string,"
+          "xmin:string>")
 
 
 def classify(records: DataFrame) -> DataFrame:
-    """Add ``payload`` (the value without its schema), ``key_payload`` and ``kind``: data, tombstone,
-    transaction, schema (a schema change record), heartbeat or qlik."""
-    with_schema = _json("value", "$.schema").isNotNull() & _json("value", "$.payload").isNotNull()
-    payload = F.when(with_schema, _json("value", "$.payload")).otherwise(F.col("value"))
-    key_with_schema = _json("key", "$.schema").isNotNull() & _json("key", "$.payload").isNotNull()
-    frame = records.withColumn("payload", payload).withColumn(
-        "key_payload", F.when(key_with_schema, _json("key", "$.payload")).otherwise(F.col("key")))
-    p = F.col("payload")
+    """Each record's key and value parsed once (by Spark's JSON reader) into the columns the suites read:
+
+    ``kind`` (data, tombstone, transaction, schema (a schema change record), heartbeat or qlik); ``key_payload``
+    (the key without its schema); ``op``, ``before``, ``after`` and ``source`` (JSON text), ``src`` (the source
+    block's fields), ``ts_ms``, ``transaction_id``; ``after_fields`` (the Connect schemas of the row's columns, when
+    the value carries its schema); ``table_changes`` (a schema change record's); ``status``, ``txn_id`` and
+    ``event_count`` (a transaction record's); and ``value`` for a Qlik message (null otherwise)."""
+    v = F.from_json(F.col("value"), _VALUE)
+    k = F.from_json(F.col("key"), "struct<schema:string,payload:string>")
+    frame = records.select("topic", "part", "seq", "key", "value", v.alias("v"), k.alias("k"))
+    with_schema = F.col("v.schema").isNotNull() & F.col("v.payload").isNotNull()
+    top = F.struct(*[F.col(f"v.{name}").alias(name) for name, _ in _PAYLOAD])
+    after_fields = F.get(F.filter(F.col("v.schema.fields"), lambda f: f["field"] == "after"), 0)["fields"]
+    key_with_schema = F.col("k.schema").isNotNull() & F.col("k.payload").isNotNull()
+    frame = frame.select(
+        "topic", "part", "seq", "key", "value", F.when(with_schema, F.col("v.payload")).otherwise(top).alias("p"),
+        F.when(with_schema, after_fields).alias("after_fields"),
+        F.when(key_with_schema, F.col("k.payload")).otherwise(F.col("key")).alias("key_payload"))
+    p = F.col("p")
     kind = (F.when(F.col("value").isNull(), "tombstone")
             .when(F.col("topic").startswith("__debezium-heartbeat"), "heartbeat")
-            .when(F.get_json_object(p, "$.tableChanges").isNotNull(), "schema")
-            .when(F.get_json_object(p, "$.status").isNotNull() & F.get_json_object(p, "$.op").isNull(),
-                  "transaction")
-            .when(F.get_json_object(p, "$.message").isNotNull() | F.get_json_object(p, "$.magic").isNotNull(),
-                  "qlik")
+            .when(p["tableChanges"].isNotNull(), "schema")
+            .when(p["status"].isNotNull() & p["op"].isNull(), "transaction")
+            .when(p["message"].isNotNull() | p["magic"].isNotNull(), "qlik")
             .otherwise("data"))
-    return frame.withColumn("kind", kind)
+    return frame.select(
+        "topic", "part", "seq", "key", "key_payload", kind.alias("kind"),
+        p["op"].alias("op"), p["before"].alias("before"), p["after"].alias("after"), p["source"].alias("source"),
+        F.from_json(p["source"], SOURCE).alias("src"), p["ts_ms"].cast("long").alias("ts_ms"),
+        p["transaction"]["id"].alias("transaction_id"), "after_fields", p["tableChanges"].alias("table_changes"),
+        p["status"].alias("status"), p["id"].alias("txn_id"), p["event_count"].cast("long").alias("event_count"),
+        F.when(kind == "qlik", F.col("value")).alias("value"))
 
 
-def event_position(connector: Column) -> Column:
-    """A string that orders a key's events: PostgreSQL / YugabyteDB ``source.lsn``; SQL Server ``commit_lsn``,
-    ``change_lsn``, ``event_serial_no`` (fixed-width hex LSNs compare as text)."""
-    source = F.col("source")
-    sqlserver = F.concat_ws(":", F.get_json_object(source, "$.commit_lsn"),
-                            F.coalesce(F.get_json_object(source, "$.change_lsn"), F.lit("")),
-                            F.lpad(F.coalesce(F.get_json_object(source, "$.event_serial_no"), F.lit("0")), 10, "0"))
-    return F.when(connector == "sqlserver", sqlserver).otherwise(F.lpad(F.get_json_object(source, "$.lsn"), 20, "0"))
+def event_position(src: Column) -> Column:
+    """A string that orders a key's events, from the source block's fields ``src``: PostgreSQL / YugabyteDB
+    ``lsn``; SQL Server ``commit_lsn``, ``change_lsn``, ``event_serial_no`` (fixed-width hex LSNs compare as
+    text)."""
+    sqlserver = F.concat_ws(":", src["commit_lsn"], F.coalesce(src["change_lsn"], F.lit("")),
+                            F.lpad(F.coalesce(src["event_serial_no"], F.lit("0")), 10, "0"))
+    return F.when(src["connector"] == "sqlserver", sqlserver).otherwise(F.lpad(src["lsn"], 20, "0"))
 
 
 def _source_missing(connector: Column) -> Column:
@@ -70,7 +96,7 @@ def _source_missing(connector: Column) -> Column:
     for name, (present, required) in SOURCE_FIELDS.items():
         no_keys = F.array().cast("array<string>")
         absent = F.array_except(F.array(*[F.lit(f) for f in present]), F.coalesce(keys, no_keys))
-        nulls = F.filter(F.array(*[F.when(F.get_json_object(F.col("source"), f"$.{f}").isNull(), F.lit(f))
+        nulls = F.filter(F.array(*[F.when(F.col("src")[f].isNull(), F.lit(f))
                                    for f in required]), lambda x: x.isNotNull())
         parts.append((name, F.array_union(absent, nulls)))
     missing = F.when(connector.isNull(), F.array(F.lit("connector")))
@@ -88,23 +114,14 @@ def envelope_frame(classified: DataFrame) -> DataFrame:
     """One row per data event (replays included) with the columns the envelope suite checks."""
     by_key = Window.partitionBy("topic", "key").orderBy("part", "seq")
     flagged = classified.withColumn("next_kind", F.coalesce(F.lead("kind").over(by_key), F.lit("nothing")))
-    data = flagged.where(F.col("kind") == "data")
-    p = F.col("payload")
+    data = flagged.where(F.col("kind") == "data").select(
+        "topic", "part", "seq", "key", "key_payload", "next_kind", "op", "before", "after", "ts_ms", "source", "src",
+        "transaction_id")
+    connector = F.col("src.connector")
     data = data.select(
-        "topic", "part", "seq", "key", "key_payload", "next_kind",
-        F.get_json_object(p, "$.op").alias("op"),
-        F.get_json_object(p, "$.before").alias("before"),
-        F.get_json_object(p, "$.after").alias("after"),
-        F.get_json_object(p, "$.ts_ms").cast("long").alias("ts_ms"),
-        F.get_json_object(p, "$.source").alias("source"),
-        F.get_json_object(p, "$.transaction.id").alias("transaction_id"))
-    connector = F.get_json_object(F.col("source"), "$.connector")
-    data = data.select(
-        "*", connector.alias("connector"),
-        F.lower(F.get_json_object(F.col("source"), "$.snapshot")).alias("snapshot"),
-        F.get_json_object(F.col("source"), "$.ts_ms").cast("long").alias("source_ts_ms"),
-        event_position(connector).alias("position"),
-        _source_missing(connector).alias("source_missing"))
+        "*", connector.alias("connector"), F.lower(F.col("src.snapshot")).alias("snapshot"),
+        F.col("src.ts_ms").cast("long").alias("source_ts_ms"), event_position(F.col("src")).alias("position"),
+        _source_missing(connector).alias("source_missing")).drop("src")
     key_map = F.from_json(F.col("key_payload"), "map<string,string>")
     row_image = F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after"))
     row = F.from_json(row_image, "map<string,string>")
@@ -145,11 +162,8 @@ def _transaction(id_column: Any) -> Any:
 
 def transaction_frame(classified: DataFrame, envelopes: DataFrame) -> DataFrame:
     """One row per transaction END record: its ``event_count`` and the distinct data events of its transaction."""
-    p = F.col("payload")
-    ends = classified.where((F.col("kind") == "transaction")
-                            & (F.get_json_object(p, "$.status") == "END")).select(
-        _transaction(F.get_json_object(p, "$.id")).alias("id"),
-        F.get_json_object(p, "$.event_count").cast("long").alias("event_count")).dropDuplicates(["id"])
+    ends = classified.where((F.col("kind") == "transaction") & (F.col("status") == "END")).select(
+        _transaction(F.col("txn_id")).alias("id"), "event_count").dropDuplicates(["id"])
     counted = envelopes.where(F.col("transaction_id").isNotNull()).groupBy(
         _transaction(F.col("transaction_id")).alias("id")).agg(F.count(F.lit(1)).alias("data_events"))
     return ends.join(counted, "id", "left").select(

@@ -19,6 +19,10 @@ from pyspark.sql import functions as F
 
 LOBS = ("BLOB", "CLOB", "NCLOB")
 CHANGES = ("INSERT", "UPDATE", "DELETE")
+# What the suite reads of a message; objects read as ``string`` keep their JSON text
+_MESSAGE = ("struct<type:string,message:struct<lineage:struct<schema:string,table:string,tableVersion:string>,"
+            "schema:string,table:string,tableStructure:struct<tableColumns:string>,data:string,beforeData:string,"
+            "headers:struct<operation:string,changeSequence:string,columnMask:string,changeMask:string>>>")
 
 
 def _ordinals(mask: str | None) -> set[int]:
@@ -63,20 +67,19 @@ def mask_problem(operation: str | None, data: str | None, before: str | None, co
 
 def qlik_frame(classified: DataFrame) -> DataFrame:
     """One row per Qlik data message, with the latest metadata of its table before it in its partition."""
-    qlik = classified.where(F.col("kind") == "qlik")
-    m = F.get_json_object("value", "$.message")
-    kind = F.get_json_object("value", "$.type")
-    schema = F.coalesce(F.get_json_object(m, "$.lineage.schema"), F.get_json_object(m, "$.schema"))
-    table = F.coalesce(F.get_json_object(m, "$.lineage.table"), F.get_json_object(m, "$.table"))
-    rows = qlik.select("topic", "part", "seq", kind.alias("type"), schema.alias("schema"), table.alias("table"),
-                       F.when(kind == "MD", F.get_json_object(m, "$.tableStructure.tableColumns")).alias("md_columns"),
-                       F.get_json_object(m, "$.lineage.tableVersion").alias("md_version"),
-                       F.get_json_object(m, "$.data").alias("data"),
-                       F.get_json_object(m, "$.beforeData").alias("before"),
-                       F.get_json_object(m, "$.headers.operation").alias("operation"),
-                       F.get_json_object(m, "$.headers.changeSequence").alias("change_sequence"),
-                       F.get_json_object(m, "$.headers.columnMask").alias("column_mask"),
-                       F.get_json_object(m, "$.headers.changeMask").alias("change_mask"))
+    message = F.from_json("value", _MESSAGE)  # each message parsed once
+    qlik = classified.where(F.col("kind") == "qlik").select("topic", "part", "seq", message.alias("q"))
+    m = F.col("q.message")
+    kind = F.col("q.type")
+    rows = qlik.select("topic", "part", "seq", kind.alias("type"),
+                       F.coalesce(m["lineage"]["schema"], m["schema"]).alias("schema"),
+                       F.coalesce(m["lineage"]["table"], m["table"]).alias("table"),
+                       F.when(kind == "MD", m["tableStructure"]["tableColumns"]).alias("md_columns"),
+                       m["lineage"]["tableVersion"].alias("md_version"), m["data"].alias("data"),
+                       m["beforeData"].alias("before"), m["headers"]["operation"].alias("operation"),
+                       m["headers"]["changeSequence"].alias("change_sequence"),
+                       m["headers"]["columnMask"].alias("column_mask"),
+                       m["headers"]["changeMask"].alias("change_mask"))
     before = Window.partitionBy("topic", "part", "schema", "table").orderBy("seq").rowsBetween(
         Window.unboundedPreceding, -1)
     rows = rows.withColumn("columns", F.last("md_columns", ignorenulls=True).over(before))

@@ -29,12 +29,9 @@ def _canonical(column: Column) -> Column:
 
 
 def _data_events(classified: DataFrame) -> DataFrame:
-    p = F.col("payload")
     return classified.where(F.col("kind") == "data").select(
         "topic", "part", "seq", F.col("key_payload").isNull().alias("keyless"),
-        _canonical(F.col("key_payload")).alias("key"), F.get_json_object(p, "$.op").alias("op"),
-        F.get_json_object(p, "$.before").alias("before"), F.get_json_object(p, "$.after").alias("after"),
-        F.get_json_object(p, "$.source").alias("source"))
+        _canonical(F.col("key_payload")).alias("key"), "op", "before", "after", "src")
 
 
 def unreconcilable_topics(classified: DataFrame, limit: int = 100) -> list[str]:
@@ -61,7 +58,7 @@ def replayed_state(classified: DataFrame, skip: list[str] | None = None) -> Data
     state = latest.where(F.col("op") != "d").select("topic", "key", "after", F.lit(1).cast("long").alias("n"),
                                                     F.lit(False).alias("keyless"))
     keyless = data.where(F.col("keyless")).withColumn(
-        "position", event_position(F.get_json_object(F.col("source"), "$.connector")))
+        "position", event_position(F.col("src")))
     streamed = keyless.where(F.col("op") != "r").dropDuplicates(["topic", "position", "op", "before", "after"])
     keyless = keyless.where(F.col("op") == "r").unionByName(streamed)
     added = keyless.where(F.col("op").isin("r", "c", "u")).select(
@@ -102,7 +99,7 @@ def _as_after_rows(records: DataFrame) -> DataFrame:
                                                              F.lit(0).cast("long").alias("seq"), "key", "value"))
     rows = rows.select("topic", F.col("key_payload").isNull().alias("keyless"),
                        _canonical(F.col("key_payload")).alias("key"),
-                       F.get_json_object("payload", "$.after").alias("after"))
+                       "after")
     keyed = rows.where(~F.col("keyless")).select("topic", "key", "after", F.lit(1).cast("long").alias("n"),
                                                  "keyless")
     keyless = rows.where(F.col("keyless")).groupBy("topic", _canonical(F.col("after")).alias("key")).agg(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import csv
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,6 @@ MAPPINGS = Path(__file__).parent / "mappings"
 DEFAULT_MODES = {"decimal.handling.mode": "precise", "time.precision.mode": "adaptive",
                  "binary.handling.mode": "bytes", "interval.handling.mode": "numeric", "hstore.handling.mode": "json"}
 SOURCE_COLUMNS = "schema STRING, `table` STRING, `column` STRING, type_name STRING, length INT, scale INT"
-_FIELD = "struct<field:string,type:string,name:string,optional:boolean,default:string,parameters:map<string,string>>"
-_FIELDS = f"array<struct<field:string,fields:array<{_FIELD}>>>"
 _TEMPORAL = ("time", "timestamp", "timetz", "timestamptz", "datetime2", "datetimeoffset")
 _CHECKED_LOGICAL = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date", "io.debezium.time.Timestamp",
                     "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTimestamp",
@@ -79,33 +77,31 @@ def _range(text: str) -> tuple[int | None, int | None]:
 
 def _after_fields(classified: DataFrame, *extra: str) -> DataFrame:
     """Data events with their ``after`` field schemas (needs value schemas), and the ``extra`` columns."""
-    fields = F.from_json(F.get_json_object("value", "$.schema.fields"), _FIELDS)
-    after = F.get(F.filter(fields, lambda f: f["field"] == "after"), 0)["fields"]
-    source = F.get_json_object("payload", "$.source")
-    return classified.where((F.col("kind") == "data") & F.get_json_object("value", "$.schema").isNotNull()).select(
-        "topic", "part", "seq", "payload", *extra, after.alias("after_fields"),
-        F.get_json_object(source, "$.connector").alias("connector"),
-        F.get_json_object(source, "$.schema").alias("schema"),
-        F.get_json_object(source, "$.table").alias("table"))
+    return classified.where((F.col("kind") == "data") & F.col("after_fields").isNotNull()).select(
+        "topic", "part", "seq", *extra, "after_fields", F.col("src.connector").alias("connector"),
+        F.col("src.schema").alias("schema"), F.col("src.table").alias("table"))
 
 
 def field_frame(classified: DataFrame) -> DataFrame:
-    """Each emitted column in its latest Connect schema: connector, schema, table, column, mapping, parameters."""
-    exploded = _after_fields(classified).select(
-        "connector", "schema", "table", "part", "seq", F.explode("after_fields").alias("f"))
+    """Each emitted column in its latest Connect schema: connector, schema, table, column, mapping, parameters.
+    The events of a table share a few schemas (one per version of the table), so the schemas are told apart
+    before their columns are."""
+    schemas = _after_fields(classified).groupBy("connector", "schema", "table", "after_fields").agg(
+        F.max(F.struct("part", "seq")).alias("at"))
+    exploded = schemas.select("connector", "schema", "table", "at", F.explode("after_fields").alias("f"))
     latest = exploded.groupBy("connector", "schema", "table", F.col("f.field").alias("column")).agg(
-        F.max_by("f", F.struct("part", "seq")).alias("f"))
+        F.max_by("f", "at").alias("f"))
     return latest.select(
         "connector", "schema", "table", "column",
         F.concat_ws("/", F.col("f.type"), F.coalesce(F.col("f.name"), F.lit(""))).alias("mapping"),
-        F.col("f.parameters")["scale"].cast("int").alias("param_scale"),
-        F.col("f.parameters")["connect.decimal.precision"].cast("int").alias("param_precision"))
+        F.col("f.parameters.scale").cast("int").alias("param_scale"),
+        F.col("f.parameters").getField("connect.decimal.precision").cast("int").alias("param_precision"))
 
 
 def source_columns_from_records(classified: DataFrame) -> DataFrame:
     """Source column types from the latest schema change record of each table."""
     changes = classified.where(F.col("kind") == "schema").select(
-        "part", "seq", F.explode(F.from_json(F.get_json_object("payload", "$.tableChanges"),
+        "part", "seq", F.explode(F.from_json("table_changes",
                                              "array<struct<id:string,table:struct<columns:array<struct<"
                                              "name:string,typeName:string,length:int,scale:int>>>>>")).alias("c"))
     schema = F.regexp_extract("c.id", r'"([^"]*)"\."([^"]*)"$', 1)
@@ -184,8 +180,10 @@ def _stand_in(f: Column) -> Column:
     return F.coalesce(f["default"], by_name, by_type)
 
 
-def _column_values(classified: DataFrame) -> DataFrame:
-    """One row per (data event, emitted column): schema, table, the column's field schema ``f``, its ``value`` in
+def _column_values(classified: DataFrame, wanted: Callable[[Column], Column],
+                   tables: DataFrame | None = None) -> DataFrame:
+    """One row per (data event, emitted column whose field schema is ``wanted``; of the ``tables`` (schema, table)
+    only, when given): schema, table, the column's field schema ``f``, its ``value`` in
     the row (``after``, else a delete's ``before``), and ``stand_in``: the value is not the row's but one Debezium
     writes in its place, which no value rule can judge:
 
@@ -193,12 +191,15 @@ def _column_values(classified: DataFrame) -> DataFrame:
       INDEX): the column's default, else its type's neutral value ('', 0, the epoch, ...);
     - an unchanged TOASTed value of an update (``__debezium_unavailable_value``: the text, its bytes, an array of
       it)."""
-    after = F.get_json_object("payload", "$.after")
     key_columns = F.map_keys(F.from_json(F.col("key_payload"), "map<string,string>"))
-    rows = _after_fields(classified, "key_payload").select(
-        "connector", "schema", "table", after.isNull().alias("from_before"), key_columns.alias("key_columns"),
-        F.from_json(F.coalesce(after, F.get_json_object("payload", "$.before")), "map<string,string>").alias("row"),
-        F.explode("after_fields").alias("f"))
+    events = _after_fields(classified, "key_payload", "before", "after")
+    if tables is not None:
+        events = events.join(F.broadcast(tables), ["schema", "table"], "left_semi")
+    # a row is parsed only when it has a column to check
+    rows = events.where(F.exists("after_fields", wanted)).select(
+        "connector", "schema", "table", F.col("after").isNull().alias("from_before"), key_columns.alias("key_columns"),
+        F.from_json(F.coalesce("after", "before"), "map<string,string>").alias("row"),
+        F.explode(F.filter("after_fields", wanted)).alias("f"))
     value = F.col("row")[F.col("f.field")]
     f = F.col("f")
     placeholder = (F.col("from_before") & ~F.coalesce(f["optional"], F.lit(True))
@@ -212,7 +213,7 @@ def _column_values(classified: DataFrame) -> DataFrame:
 def value_frame(classified: DataFrame) -> DataFrame:
     """One row per (data event, column) whose logical type has a value rule: logical name, scale, value. Values
     Debezium writes in place of the row's (``_column_values``) are left out."""
-    values = _column_values(classified).where(F.col("f.name").isin(*_CHECKED_LOGICAL) & ~F.col("stand_in")).select(
+    values = _column_values(classified, lambda f: f["name"].isin(*_CHECKED_LOGICAL)).where(~F.col("stand_in")).select(
         "connector", "schema", "table", F.col("f.field").alias("column"), F.col("f.name").alias("logical_name"),
         "value")
     return values.where(F.col("value").isNotNull()).withColumn(
@@ -222,10 +223,10 @@ def value_frame(classified: DataFrame) -> DataFrame:
 
 def decimal_scale_frame(classified: DataFrame, sources: DataFrame) -> DataFrame:
     """decimal.handling.mode=string values of declared-scale decimals: the scale written against the declared one."""
-    strings = _column_values(classified).where(
-        (F.col("f.type") == "string") & F.col("f.name").isNull() & ~F.col("stand_in")).select(
-        "schema", "table", F.col("f.field").alias("column"), "value")
     decimals = sources.where(F.col("type_name").isin("numeric", "decimal") & F.col("scale").isNotNull())
+    strings = _column_values(classified, lambda f: (f["type"] == "string") & f["name"].isNull(),
+                             decimals.select("schema", "table").distinct()).where(~F.col("stand_in")).select(
+        "schema", "table", F.col("f.field").alias("column"), "value")
     joined = strings.join(decimals, ["schema", "table", "column"]).where(F.col("value").isNotNull())
     written = F.when(F.instr("value", ".") > 0, F.length(F.substring_index("value", ".", -1))).otherwise(F.lit(0))
     return joined.select("schema", "table", "column", "value", F.col("scale").alias("declared_scale"),
