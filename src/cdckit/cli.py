@@ -256,7 +256,7 @@ def _print_snapshot(console: Console, report: SnapshotReport) -> None:
 def _quality(args: argparse.Namespace, console: Console) -> int:
     from cdckit.quality import check_no_transforms, check_records
     from cdckit.quality.records import QualityInputError, read_files, read_kafka
-    from cdckit.quality.report import print_quality
+    from cdckit.quality.report import preload, print_quality
     from cdckit.spark.session import get_spark
 
     if args.config is not None:
@@ -276,6 +276,7 @@ def _quality(args: argparse.Namespace, console: Console) -> int:
     if not from_files and not options.get("kafka.bootstrap.servers"):
         raise QualityInputError(f"--input {args.input!r} is not a folder; as a Kafka topic pattern it needs "
                                 f"kafka.bootstrap.servers (in the configuration or --set)")
+    preload()
     spark = get_spark(kafka=not from_files, quiet=not args.verbose)
     records = read_files(spark, args.input) if from_files else read_kafka(spark, args.input, options)
     report = check_records(records, options, args.report, reconcile=reconcile)

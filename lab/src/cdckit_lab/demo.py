@@ -79,6 +79,10 @@ def run_demo(workdir: Path, console: Console | None = None, quality_report: Path
         console.print("created inventory.customers, inventory.products, inventory.orders (orders -> customers, "
                       "products)")
         config = demo_config(pg, workdir)
+        if quality_report is not None:
+            from cdckit.quality.report import preload
+
+            preload()  # Great Expectations imported while Spark starts
         with console.status("starting Spark"):
             spark = get_spark()
         reports: list[dict[str, Any]] = []  # the metrics documents the job publishes (instead of its JSON lines)

@@ -19,6 +19,8 @@ from cdckit.errors import CdcKitError
 
 RECORD_SCHEMA = "topic STRING, part INT, seq BIGINT, key STRING, value STRING"
 LINE_BITS = 32
+BATCH_LINES = 4096
+TASK_BYTES = 128 << 20
 
 
 class QualityInputError(CdcKitError):
@@ -26,11 +28,11 @@ class QualityInputError(CdcKitError):
 
 
 class _FilePartition(InputPartition):
-    def __init__(self, rank: int, path: str, topic: str) -> None:
-        super().__init__(rank)
-        self.rank = rank
-        self.path = path
-        self.topic = topic
+    """Record files read by one task, each as (rank, path, topic)."""
+
+    def __init__(self, index: int, files: list[tuple[int, str, str]]) -> None:
+        super().__init__(index)
+        self.files = files
 
 
 class FilesRecordsDataSource(DataSource):
@@ -42,33 +44,76 @@ class FilesRecordsDataSource(DataSource):
         return RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _FilesReader(self.options["path"])
+        return _FilesReader(self.options["path"], int(self.options.get("partitions", "2")))
 
 
 class _FilesReader(DataSourceReader):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, partitions: int) -> None:
         self.path = path
+        self.wanted = max(1, partitions)
 
     def partitions(self) -> list[InputPartition]:
-        return [_FilePartition(rank, str(path), topic) for rank, (topic, path) in enumerate(record_files(self.path))]
+        """The files in about ``wanted`` tasks (more when they are large: about ``TASK_BYTES`` each), a task a run of
+        whole files: a task per file would cost more to start than many files are to read."""
+        files = [(rank, str(path), topic, path.stat().st_size)
+                 for rank, (topic, path) in enumerate(record_files(self.path))]
+        total = sum(size for *_, size in files)
+        tasks = min(len(files), max(self.wanted, -(-total // TASK_BYTES)))
+        share = -(-total // tasks) if total else 0
+        partitions: list[InputPartition] = []
+        run: list[tuple[int, str, str]] = []
+        size_of_run = 0
+        for rank, path, topic, size in files:
+            run.append((rank, path, topic))
+            size_of_run += size
+            if size_of_run >= share and len(partitions) < tasks - 1:
+                partitions.append(_FilePartition(len(partitions), run))
+                run, size_of_run = [], 0
+        if run:
+            partitions.append(_FilePartition(len(partitions), run))
+        return partitions
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The files' records in Arrow batches of ``BATCH_LINES`` (Spark takes them without converting each row)."""
         import orjson
+        import pyarrow as pa
 
         assert isinstance(partition, _FilePartition)
-        with open(partition.path, "rb") as handle:
-            for number, line in enumerate(handle):
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise QualityInputError(f"{partition.path} line {number + 1} is not JSON ({exc})") from None
-                if record.get("valueEncoding") == "base64":
-                    raise QualityInputError(f"{partition.path} holds binary (Avro) values; the quality suites read "
-                                            f"JSON messages")
-                value = record.get("value")
-                yield (record.get("topic", partition.topic), 0, (partition.rank << LINE_BITS) + number,
-                       orjson.dumps(record.get("key")).decode() if record.get("key") is not None else None,
-                       orjson.dumps(value).decode() if value is not None else None)
+        schema = pa.schema([("topic", pa.string()), ("part", pa.int32()), ("seq", pa.int64()), ("key", pa.string()),
+                            ("value", pa.string())])
+        columns: tuple[list[Any], ...] = ([], [], [], [])
+        for rank, path, topic in partition.files:
+            base = rank << LINE_BITS
+            with open(path, "rb") as handle:
+                for number, line in enumerate(handle):
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise QualityInputError(f"{path} line {number + 1} is not JSON ({exc})") from None
+                    if record.get("valueEncoding") == "base64":
+                        raise QualityInputError(f"{path} holds binary (Avro) values; the quality suites read JSON "
+                                                f"messages")
+                    key, value = record.get("key"), record.get("value")
+                    columns[0].append(record.get("topic", topic))
+                    columns[1].append(base + number)
+                    columns[2].append(orjson.dumps(key).decode() if key is not None else None)
+                    columns[3].append(orjson.dumps(value).decode() if value is not None else None)
+                    if len(columns[0]) == BATCH_LINES:
+                        yield _batch(schema, columns)
+        if columns[0]:
+            yield _batch(schema, columns)
+
+
+def _batch(schema: Any, columns: tuple[list[Any], ...]) -> Any:
+    import pyarrow as pa
+
+    topics, seqs, keys, values = columns
+    batch = pa.RecordBatch.from_arrays([pa.array(topics, pa.string()), pa.array([0] * len(topics), pa.int32()),
+                                        pa.array(seqs, pa.int64()), pa.array(keys, pa.string()),
+                                        pa.array(values, pa.string())], schema=schema)
+    for column in columns:
+        column.clear()
+    return batch
 
 
 def record_files(output: str) -> list[tuple[str, Path]]:
@@ -88,7 +133,8 @@ def record_files(output: str) -> list[tuple[str, Path]]:
 def read_files(spark: SparkSession, output: str) -> DataFrame:
     record_files(output)  # a clear error before Spark plans anything
     spark.dataSource.register(FilesRecordsDataSource)
-    return spark.read.format("cdckit_records").option("path", str(Path(output).resolve())).load()
+    return spark.read.format("cdckit_records").option("path", str(Path(output).resolve())).option(
+        "partitions", str(spark.sparkContext.defaultParallelism)).load()
 
 
 def read_kafka(spark: SparkSession, pattern: str, options: Mapping[str, str]) -> DataFrame:
