@@ -50,27 +50,38 @@ def suite_runs(records: DataFrame, options: Mapping[str, str] | None = None, not
 
 
 def _suite_runs(classified: DataFrame, options: Mapping[str, str], notes: list[str],
-                catalog: DataFrame | None) -> list[SuiteRun]:
+                catalog: DataFrame | None, kinds: Mapping[str, int] | None = None) -> list[SuiteRun]:
+    """The suites and their frames. With ``kinds`` (the records counted per kind), a suite with nothing of its
+    kind to judge gets no frame (0 rows checked, and no Spark job): transactions without transaction records, Qlik
+    without Qlik messages, type mappings and decimal scales without source column types (from schema change
+    records or the catalog)."""
     from cdckit.quality import envelopes, qlik, types
 
+    def has(kind: str) -> bool:
+        return kinds is None or kinds.get(kind, 0) > 0
+
     envelope_rows = envelopes.envelope_frame(classified)
-    sources = types.source_columns_from_records(classified)
+    sources = types.source_columns_from_records(classified) if has("schema") else None
     if catalog is not None:
-        sources = sources.unionByName(catalog).dropDuplicates(["schema", "table", "column"])
+        sources = catalog if sources is None else sources.unionByName(catalog).dropDuplicates(
+            ["schema", "table", "column"])
     spark = classified.sparkSession
     if options.get("cdckit.message.format") != "qlik" and not _schemas_enabled(options):
         notes.append("type mappings not checked: the values carry no schema (value.converter.schemas.enable=false)")
+    typed = sources if has("data") else None  # the suites that need source column types
     return [
-        SuiteRun("envelopes", envelope_rows, envelopes.envelope_expectations(options), ["record"]),
-        SuiteRun("transactions", envelopes.transaction_frame(classified, envelope_rows),
-                 envelopes.transaction_expectations(), ["id"]),
-        SuiteRun("type_mappings", types.type_frame(types.field_frame(classified), sources,
-                                                   types.reference(spark, options)),
-                 types.type_expectations(), ["record"]),
-        SuiteRun("values", types.value_frame(classified), types.value_expectations(), ["record"]),
-        SuiteRun("decimal_scales", types.decimal_scale_frame(classified, sources), types.decimal_scale_expectations(),
+        SuiteRun("envelopes", envelope_rows if has("data") else None, envelopes.envelope_expectations(options),
                  ["record"]),
-        SuiteRun("qlik", qlik.qlik_frame(classified), qlik.qlik_expectations(), ["record"]),
+        SuiteRun("transactions", envelopes.transaction_frame(classified, envelope_rows) if has("transaction") else None,
+                 envelopes.transaction_expectations(), ["id"]),
+        SuiteRun("type_mappings", types.type_frame(types.field_frame(classified), typed,
+                                                   types.reference(spark, options)) if typed is not None else None,
+                 types.type_expectations(), ["record"]),
+        SuiteRun("values", types.value_frame(classified) if has("data") else None, types.value_expectations(),
+                 ["record"]),
+        SuiteRun("decimal_scales", types.decimal_scale_frame(classified, typed) if typed is not None else None,
+                 types.decimal_scale_expectations(), ["record"]),
+        SuiteRun("qlik", qlik.qlik_frame(classified) if has("qlik") else None, qlik.qlik_expectations(), ["record"]),
     ]
 
 
@@ -108,7 +119,9 @@ def check_records(records: DataFrame, options: Mapping[str, str] | None = None, 
     # Read and parsed once, kept by the executors for every suite and the replay (nothing reaches the driver).
     classified = envelopes.classify(_ordered(records)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        runs = _suite_runs(classified, options, notes, catalog)
+        # one job reads and keeps them, and tells which suites have anything to judge
+        kinds = {str(row["kind"]): int(row["count"]) for row in classified.groupBy("kind").count().collect()}
+        runs = _suite_runs(classified, options, notes, catalog, kinds)
         if reconcile:
             skipped = rec.unreconcilable_topics(classified)
             notes.extend(f"reconciliation skipped for {topic}: a table without a key whose updates or deletes carry "
