@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 export SPARK_LOCAL_IP := 127.0.0.1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: bench-quick demo test test-delta test-fast test-hostile test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
+.PHONY: bench-quick bench-quality demo test test-delta test-fast test-hostile test-debezium-modes test-postgres15 test-oldest-spark test-cluster test-docker kafka quality quality-suites infra-check deploy plan destroy lint bench clean venv
 
 venv: $(STAMP)
 
@@ -133,6 +133,9 @@ bench: $(STAMP) $(OLDEST_STAMP)  ## the full benchmarks (1M and 10M rows; half a
 
 bench-quick: $(STAMP) $(OLDEST_STAMP)  ## the same measurements on small data (a few minutes)
 	$(BIN)/python bench/run.py --quick
+
+bench-quality: $(STAMP)  ## what a quality run costs: cdckit quality at two sizes next to Spark's JSON reader (a few minutes)
+	$(BIN)/python bench/quality.py
 
 clean:
 	rm -rf $(VENV) .venv-spark-* .venv-checkov .cdckit-demo quality-report .pytest_cache .mypy_cache .ruff_cache
