@@ -22,3 +22,11 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setattr(loader, "_SECRETS", {})
     with moto.mock_aws():
         yield boto3.client("secretsmanager")
+
+
+@pytest.fixture(autouse=True)
+def _no_max_lsn_warning_remembered() -> None:
+    """SQL Server's warning of a database without a maximum LSN is given once per process: once per test here."""
+    from cdckit.dialect.sqlserver import changes
+
+    changes._NO_MAX_LSN_WARNED.clear()

@@ -12,28 +12,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlserver_testdb import model_database, model_properties
 
 from cdckit.config import Config, validate
 from cdckit.pipelines import dispatch, sqlserver
 from cdckit.pipelines.ownership import OWNER_FILE, JobAlreadyRunning
-from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
+from cdckit_lab.sqlserver_model import ModelColumn
 
 
 def _config(tmp_path: Path) -> Config:
-    model = SqlServerModel(tmp_path / "sqlserver.sqlite")
-    model.create_database("testDB")
-    model.enable_cdc("testDB")
-    model.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
-                                                      ModelColumn("email", "varchar", max_length=255)], ["id"])
-    model.enable_table("testDB", "dbo", "customers")
+    model = model_database(tmp_path / "sqlserver.sqlite", {"customers": (
+        [ModelColumn("id", "int", nullable=False), ModelColumn("email", "varchar", max_length=255)], ["id"])})
     return validate({
-        "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
-        "database.hostname": "sqlserver.test", "database.port": "1433", "database.user": "cdckit",
-        "database.password": "not-a-real-secret", "database.names": "testDB", "topic.prefix": "server1",
-        "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
-        "cdckit.sqlserver.model.path": str(tmp_path / "sqlserver.sqlite"),
+        "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector", "topic.prefix": "server1",
         "cdckit.output.path": str(tmp_path / "out"), "cdckit.checkpoint.location": str(tmp_path / "checkpoint"),
-    })
+        **model_properties(model, password="not-a-real-secret")})
 
 
 def test_a_second_stream_on_the_checkpoint_is_refused_by_the_application_lock(tmp_path: Path) -> None:

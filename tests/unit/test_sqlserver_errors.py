@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlserver_testdb import model_database, model_properties
 
-from cdckit.dialect.sqlserver import changes
 from cdckit.dialect.sqlserver import queries as q
 from cdckit.dialect.sqlserver.catalog import capture_instances
 from cdckit.dialect.sqlserver.changes import (
@@ -31,29 +31,15 @@ from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
 DB = q.quote_name("testDB")
 
 
-@pytest.fixture(autouse=True)
-def _warnings_again() -> None:
-    """The warning of a database without a maximum LSN is given once per process: once per test here."""
-    changes._NO_MAX_LSN_WARNED.clear()
-
-
 @pytest.fixture
 def model(tmp_path: Path) -> SqlServerModel:
-    server = SqlServerModel(tmp_path / "sqlserver.sqlite")
-    server.create_database("testDB")
-    server.enable_cdc("testDB")
-    server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
-                                                       ModelColumn("note", "nvarchar", max_length=-1),
-                                                       ModelColumn("photo", "varbinary", max_length=-1)], ["id"])
-    server.enable_table("testDB", "dbo", "customers")
-    return server
+    return model_database(tmp_path / "sqlserver.sqlite", {"customers": (
+        [ModelColumn("id", "int", nullable=False), ModelColumn("note", "nvarchar", max_length=-1),
+         ModelColumn("photo", "varbinary", max_length=-1)], ["id"])})
 
 
 def options(model: SqlServerModel, user: str = "cdckit", password: str = "right") -> dict[str, str]:
-    return {"database.hostname": "sqlserver.test", "database.port": "1433", "database.user": user,
-            "database.password": password, "database.names": "testDB",
-            "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
-            "cdckit.sqlserver.model.path": str(model.path)}
+    return model_properties(model, user, password)
 
 
 def customers(model: SqlServerModel, login: str = "cdckit") -> Any:

@@ -8,27 +8,18 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlserver_testdb import model_database, model_properties
 
 from cdckit.cli import main
-from cdckit.dialect.sqlserver import changes
 from cdckit_lab.sqlserver_model import ModelColumn, SqlServerModel
-
-
-@pytest.fixture(autouse=True)
-def _warnings_again() -> None:
-    changes._NO_MAX_LSN_WARNED.clear()
 
 
 @pytest.fixture
 def model(tmp_path: Path) -> SqlServerModel:
-    server = SqlServerModel(tmp_path / "sqlserver.sqlite")
-    server.create_database("testDB")
-    server.enable_cdc("testDB")
-    server.create_table("testDB", "dbo", "customers", [ModelColumn("id", "int", nullable=False),
-                                                       ModelColumn("note", "nvarchar", max_length=100)], ["id"])
-    server.enable_table("testDB", "dbo", "customers")
-    server.create_table("testDB", "dbo", "audit", [ModelColumn("at", "int", nullable=False)], [])
-    server.enable_table("testDB", "dbo", "audit")
+    server = model_database(tmp_path / "sqlserver.sqlite", {
+        "customers": ([ModelColumn("id", "int", nullable=False), ModelColumn("note", "nvarchar", max_length=100)],
+                      ["id"]),
+        "audit": ([ModelColumn("at", "int", nullable=False)], [])})
     server.create_login("cdckit", "Lg-40-right")
     with server.transaction("testDB") as tx:
         tx.insert("dbo", "customers", {"id": 1, "note": "one"})
@@ -38,13 +29,9 @@ def model(tmp_path: Path) -> SqlServerModel:
 def _config(model: SqlServerModel, tmp_path: Path, **extra: str) -> Path:
     path = tmp_path / "connector.json"
     path.write_text(json.dumps({"name": "mssql", "config": {
-        "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
-        "database.hostname": "sqlserver.test", "database.port": "1433", "database.user": "cdckit",
-        "database.password": "Lg-40-right", "database.names": "testDB", "topic.prefix": "mssql",
-        "cdckit.sqlserver.connection.factory": "cdckit_lab.sqlserver_model:connect",
-        "cdckit.sqlserver.model.path": str(model.path),
+        "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector", "topic.prefix": "mssql",
         "cdckit.output.path": str(tmp_path / "out"), "cdckit.checkpoint.location": str(tmp_path / "checkpoint"),
-        **{key.replace("__", "."): value for key, value in extra.items()}}}))
+        **model_properties(model, password="Lg-40-right", **extra)}}))
     return path
 
 
