@@ -5,6 +5,7 @@ running job; the lock goes when its session ends, also when its process is kille
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -61,3 +62,31 @@ def test_the_lock_of_a_killed_job_is_free(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr
     sqlserver.lock_source(config, "stream").close()
+
+
+def test_a_lost_application_lock_is_taken_again_or_said_taken(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    config = _config(tmp_path)
+    lock = sqlserver.lock_source(config, "stream")
+    try:
+        lock.keep()  # alive: nothing said
+        assert not caplog.records
+        lock.conn.close()  # the server ended the session: its application locks went with it
+        with caplog.at_level(logging.WARNING, "cdckit.sqlserver"):
+            lock.keep()
+        assert [r.getMessage() for r in caplog.records] == [
+            f"the connection holding the checkpoint's {lock.identity} was lost; the lock is held again"]
+        caplog.clear()
+        lock.conn.close()
+        other = sqlserver.lock_source(config, "stream")  # another job took the lock meanwhile
+        try:
+            with caplog.at_level(logging.WARNING, "cdckit.sqlserver"):
+                lock.keep()
+            [record] = caplog.records
+            assert record.levelno == logging.ERROR
+            assert record.getMessage() == (f"the connection holding the checkpoint's {lock.identity} was lost, and "
+                                           f"another session has the lock now: two jobs may be writing the checkpoint")
+        finally:
+            other.close()
+    finally:
+        lock.close()

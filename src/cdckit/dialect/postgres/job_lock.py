@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg2
 
+from cdckit.dialect.job_lock import SessionLock
 from cdckit.dialect.postgres.connection import connect
 
 log = logging.getLogger("cdckit")
@@ -34,9 +35,12 @@ def application_name(command: str) -> str:
     return f"cdckit {command} {socket.gethostname()}:{os.getpid()}"[:APPLICATION_NAME_LIMIT]
 
 
-class SlotLock:
+class SlotLock(SessionLock):
     """The advisory lock of ``slot_name`` on a connection of its own, or None when another session holds it
     (``holder`` then describes that session)."""
+
+    guards = "reading the slot"
+    log = log
 
     def __init__(self, options: Mapping[str, str], slot_name: str, command: str) -> None:
         self.options = options
@@ -44,6 +48,7 @@ class SlotLock:
         self.command = command
         self.key = lock_key(slot_name)
         self.identity = f"slot {slot_name}"
+        self.what = f"slot {slot_name}'s job lock"
         self.conn: Any = None
         self.supported = True
 
@@ -92,31 +97,19 @@ class SlotLock:
             return None
         return {"application_name": row[0], "client_addr": row[1], "backend_start": row[2], "backend_pid": row[3]}
 
-    def keep(self) -> None:
-        """Show the lock's connection alive (a server's idle_session_timeout would close it, and the lock with it);
-        when the connection was lost, take the lock again on a new one, or say that another job has it now."""
+    def alive(self) -> bool:
         if not self.supported:
-            return
-        try:
-            if self.conn is not None and not self.conn.closed:
-                with self.conn.cursor() as cur:
-                    cur.execute("SELECT 1")
-                self.conn.commit()
-                return
-        except psycopg2.Error:
-            self.close()
-        try:
-            holder = self.acquire()
-        except Exception as exc:  # the source is unreachable: tried again at the next heartbeat
-            log.warning("the connection holding slot %s's job lock was lost and cannot be opened again now: %s",
-                        self.slot_name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            return
-        if holder is not None:
-            log.error("the connection holding slot %s's job lock was lost, and another session has the lock now "
-                      "(%s): two jobs may be reading the slot", self.slot_name, describe_holder(holder))
-        else:
-            log.warning("the connection holding slot %s's job lock was lost; the lock is held again",
-                        self.slot_name)
+            return True  # no advisory locks on this server: nothing to keep
+        if self.conn is None or self.conn.closed:
+            return False
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT 1")
+        self.conn.commit()
+        return True
+
+    def take_again(self) -> str | None:
+        holder = self.acquire()
+        return None if holder is None else describe_holder(holder)
 
     def close(self) -> None:
         if self.conn is not None and not self.conn.closed:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from cdckit.dialect.job_lock import SessionLock
 from cdckit.dialect.sqlserver import queries as q
 from cdckit.dialect.sqlserver.connection import connect
 
@@ -24,14 +25,18 @@ def lock_resource(checkpoint: str) -> str:
     return "cdckit:" + hashlib.sha256(checkpoint.rstrip("/").encode()).hexdigest()[:40]
 
 
-class CheckpointLock:
+class CheckpointLock(SessionLock):
     """The application lock of ``checkpoint`` in ``database``, on a connection of its own."""
+
+    guards = "writing the checkpoint"
+    log = log
 
     def __init__(self, options: Mapping[str, str], database: str, checkpoint: str) -> None:
         self.options = options
         self.database = database
         self.resource = lock_resource(checkpoint)
         self.identity = f"application lock {self.resource} in {database}"
+        self.what = f"checkpoint's {self.identity}"
         self.conn: Any = None
 
     def acquire(self) -> bool:
@@ -55,25 +60,14 @@ class CheckpointLock:
         """APPLOCK_MODE of the resource for this session: Exclusive while it holds the lock, else NoLock."""
         return str(cursor.execute(q.JOB_LOCK_MODE, "public", self.resource, "Session").fetchval())
 
-    def keep(self) -> None:
-        """Show the connection alive; when it was lost, take the lock again on a new one (or say another job has it)."""
-        try:
-            if self.conn is not None:
-                self.mode(self.conn.cursor())
-                return
-        except Exception:
-            self.close()
-        try:
-            taken = self.acquire()
-        except Exception as exc:  # the server is unreachable: tried again at the next heartbeat
-            log.warning("the connection holding the checkpoint's %s was lost and cannot be opened again now: %s",
-                        self.identity, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            return
-        if taken:
-            log.warning("the connection holding the checkpoint's %s was lost; the lock is held again", self.identity)
-        else:
-            log.error("the connection holding the checkpoint's %s was lost, and another session has the lock now: "
-                      "two jobs may be writing the checkpoint", self.identity)
+    def alive(self) -> bool:
+        if self.conn is None:
+            return False
+        self.mode(self.conn.cursor())
+        return True
+
+    def take_again(self) -> str | None:
+        return None if self.acquire() else ""
 
     def close(self) -> None:
         if self.conn is not None:
