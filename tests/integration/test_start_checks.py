@@ -205,3 +205,24 @@ def test_a_snapshot_that_fails_after_creating_its_slot_drops_it_and_its_publicat
     postgres.execute("UPDATE public.readings SET v = '2147483647 hours' WHERE id = 2", dbname=database)
     assert main(["snapshot", str(config)]) == 0
     assert "snapshot completed: 72 rows from 3 tables" in capsys.readouterr().out
+
+
+def test_the_job_after_its_checks_takes_their_tables_instead_of_discovering_them_again(
+        postgres: Any, database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdckit.pipelines import dispatch
+    from cdckit.pipelines import postgres as pipeline
+
+    _setup(postgres, database)
+    config = make_config(postgres, database, workdir)
+    discovered: list[int] = []
+    real = pipeline.discover_tables
+    monkeypatch.setattr(pipeline, "discover_tables", lambda *a: discovered.append(1) or real(*a))
+    dispatch.require_ready(config)
+    assert len(discovered) == 1
+    _, tables = pipeline.prepare_source(config)  # the job's start, right after its checks
+    assert len(discovered) == 1 and sorted(t.qualified_name for t in tables) == ["public.audit", "public.customers"]
+    pipeline.prepare_source(config)  # handed on once: a later start discovers them again
+    assert len(discovered) == 2
+    dispatch.check(config)  # `cdckit validate`'s checks hand nothing on
+    pipeline.prepare_source(config)
+    assert len(discovered) == 4

@@ -9,6 +9,8 @@ folder). Each problem is one line that names the fix.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,15 +41,36 @@ class NotReadyError(CdcKitError):
             super().__init__(f"{len(self.failed)} problems, found before anything started:\n{lines}")
 
 
+# The captured tables the checks before a job found, handed on to that job (in the same process, once): its
+# prepare_source takes them instead of discovering them again, a few catalog queries per table, seconds apart.
+_HANDED_ON: dict[str, list[Any]] = {}
+
+
+def _fingerprint(config: Config) -> str:
+    """The configuration as a digest (its secrets included, so that another password is another source; the
+    digest is kept in memory only)."""
+    text = json.dumps(config.as_properties(include_secrets=True), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def checked_tables(config: Config) -> list[Any] | None:
+    """The tables the checks before this job found with this configuration (once), or None: discover them."""
+    return _HANDED_ON.pop(_fingerprint(config), None)
+
+
 def run_checks(config: Config, check_source: Callable[[Config], tuple[list[Check], list[Any]]], *,
-               offline: bool = False) -> list[Check]:
+               offline: bool = False, hand_on: bool = False) -> list[Check]:
     """Every check, in order (``check_source``: the dialect pipeline's); with ``offline`` none that connects
-    anywhere (the source, Kafka, S3)."""
+    anywhere (the source, Kafka, S3). With ``hand_on`` (the checks before a job), the captured tables the source's
+    checks found, when they all passed, go to the job (``checked_tables``)."""
     checks: list[Check] = []
     tables: list[Any] = []
+    _HANDED_ON.clear()
     if not offline:
         found, tables = check_source(config)
         checks.extend(found)
+        if hand_on and all(check.ok for check in found):
+            _HANDED_ON[_fingerprint(config)] = list(tables)
     options = config.as_properties(include_secrets=True)
     kind = config.str("cdckit.sink")
     sink_problems = sink_class(options).problems(options, keyless_tables(options, tables), offline)

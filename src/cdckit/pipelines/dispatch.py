@@ -55,8 +55,9 @@ def check(config: Config, *, offline: bool = False) -> list[Check]:
 
 
 def require_ready(config: Config) -> list[Check]:
-    """``check``, raising ``NotReadyError`` (one line per problem, each naming its fix) when anything is missing."""
-    return checks.require_ready(check(config))
+    """``check``, raising ``NotReadyError`` (one line per problem, each naming its fix) when anything is missing;
+    the captured tables found go on to the job that follows (``checks.checked_tables``)."""
+    return checks.require_ready(run_checks(config, pipeline_for(config).check_source, hand_on=True))
 
 
 @contextlib.contextmanager

@@ -66,7 +66,7 @@ from cdckit.pipelines.base import (
     state_file,
     write_snapshot_state,
 )
-from cdckit.pipelines.checks import Check
+from cdckit.pipelines.checks import Check, checked_tables
 from cdckit.pipelines.ownership import JobAlreadyRunning
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
@@ -84,9 +84,10 @@ log = logging.getLogger("cdckit")
 def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     """Connect, check the server and the tables (no two of one topic), and make sure the publication covers them."""
     options = config.as_properties(include_secrets=True)
+    checked = checked_tables(config)  # found by the checks before this job, moments ago
     with closing(connect(options)) as conn:
         check_server(conn, f"{options['database.hostname']}:{options['database.port']}")
-        tables = _checked_tables(conn, options)
+        tables = checked if checked is not None else _checked_tables(conn, options)
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
                         (options.get("publication.name", "dbz_publication"),))

@@ -47,7 +47,7 @@ from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver
 from cdckit.observe.metrics import ConnectorMetrics
 from cdckit.observe.publish import Observer
 from cdckit.pipelines.base import clear_earlier_snapshot, read_snapshot_state, snapshot_observed, write_snapshot_state
-from cdckit.pipelines.checks import Check
+from cdckit.pipelines.checks import Check, checked_tables
 from cdckit.pipelines.ownership import JobAlreadyRunning, describe_owner, read_owner
 from cdckit.pipelines.streaming import SnapshotReport, StreamReport, run_query
 from cdckit.spark.compat import last_end_offset
@@ -79,6 +79,9 @@ def prepare_source(config: Config) -> tuple[dict[str, str], list[Any]]:
     """Check every database (CDC on, Agent running) and every captured table (types it can map, no two of one
     topic)."""
     options = config.as_properties(include_secrets=True)
+    checked = checked_tables(config)  # checked before this job, moments ago
+    if checked is not None:
+        return options, checked
     settings = format_settings(options)
     instances: list[CaptureInstance] = []
     for database in databases(options):
