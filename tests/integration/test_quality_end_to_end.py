@@ -71,3 +71,34 @@ def test_quality_input_that_is_not_there_is_one_clear_line(workdir: Path, capsys
     (workdir / "empty").mkdir()
     assert main(["quality", "--input", str(workdir / "empty"), "--report", str(workdir / "r")]) == 2
     assert "holds no record files" in capsys.readouterr().out
+
+
+KEY_CHECK = ("every event of a table with a key (its primary key, or message.key.columns) carries it (a key added or "
+             "dropped meanwhile excepted)")
+
+
+def test_a_table_with_a_key_whose_events_carry_none_fails_and_a_keyless_one_passes(
+        postgres: Any, spark: Any, database: str, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.items (id integer PRIMARY KEY, name text)",
+            "INSERT INTO public.items SELECT g, 'n' || g FROM generate_series(1, 20) g",
+            "CREATE TABLE public.notes (body text)",  # no key: its events' null keys are right
+            "INSERT INTO public.notes SELECT 'b' || g FROM generate_series(1, 5) g")
+    config = make_config(postgres, database, workdir)
+    run_snapshot(spark, config)
+    config_file = _write_config(config, workdir / "connector.json")
+    report = workdir / "report"
+    assert main(["quality", str(config_file), "--input", str(workdir / "out"), "--report", str(report)]) == 0, \
+        capsys.readouterr().out
+    capsys.readouterr()
+    # what a broken producer would write: the keyed table's events without their key
+    for path in (workdir / "out" / "it.public.items").glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**record, "key": None}) + "\n" for record in records))
+    status = main(["quality", str(config_file), "--input", str(workdir / "out"), "--report", str(report)])
+    output = capsys.readouterr().out
+    summary = json.loads((report / "summary.json").read_text())
+    assert status == 1, output
+    [outcome] = [o for o in summary["outcomes"] if o["check"] == KEY_CHECK]
+    assert not outcome["success"] and outcome["unexpected"] == 20, outcome
+    assert all("it.public.items" in json.dumps(example) for example in outcome["examples"]), outcome["examples"]

@@ -127,6 +127,7 @@ def _records() -> list[tuple[str, int, int, str | None, str | None]]:
     event(19, _value("u", None, _row(19), 150))
     event(20, _value("d", _row(20), None, 130))
     event(21, _value("u", {"id": 21, "amount": "1.50"}, _row(21), 131))
+    out.append((TOPIC, None, _value("c", None, _row(24), 987654)))  # no key, among keyed events of its table
     event(22, _value("c", None, _row(22), 132, tx="tx-bad"))
     out.append(("srv.transaction", json.dumps({"id": "tx-bad"}),
                 json.dumps({"status": "END", "id": "tx-bad", "event_count": 2, "data_collections": []})))
@@ -167,6 +168,8 @@ def _examples(report: Any, suite: str, check: str) -> str:
     ("envelopes", "the source block has every field of its connector", '\\"id\\":16'),
     ("envelopes", "ts_ms is a plausible time in milliseconds", '\\"id\\":17'),
     ("envelopes", "the key equals the key columns of after (before for deletes)", '\\"id\\":18'),
+    ("envelopes", "every event of a table with a key (its primary key, or message.key.columns) carries it (a key "
+                  "added or dropped meanwhile excepted)", "@00000000000000987654"),
     ("envelopes", "per key, positions strictly increase once replays are dropped", '\\"id\\":19'),
     ("envelopes", "a tombstone follows each delete (tombstones.on.delete)", '\\"id\\":20'),
     ("envelopes", "an update's before is absent (REPLICA IDENTITY DEFAULT), the key (USING INDEX) or the whole row "

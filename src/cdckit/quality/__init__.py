@@ -40,9 +40,9 @@ def _ordered(records: DataFrame) -> DataFrame:
 
 
 def suite_runs(records: DataFrame, options: Mapping[str, str] | None = None, notes: list[str] | None = None,
-               catalog: DataFrame | None = None) -> list[SuiteRun]:
+               catalog: tuple[DataFrame, DataFrame] | None = None) -> list[SuiteRun]:
     """The suites that apply to these records, each with the frame it validates. ``catalog`` adds source column
-    types (see ``types.source_columns_from_catalog``) to those the schema change records give."""
+    types and the tables with a key (see ``types.source_columns_from_catalog``) to what the records give."""
     from cdckit.quality import envelopes
 
     return _suite_runs(envelopes.classify(_ordered(records)), options or {},
@@ -50,7 +50,8 @@ def suite_runs(records: DataFrame, options: Mapping[str, str] | None = None, not
 
 
 def _suite_runs(classified: DataFrame, options: Mapping[str, str], notes: list[str],
-                catalog: DataFrame | None, kinds: Mapping[str, int] | None = None) -> list[SuiteRun]:
+                catalog: tuple[DataFrame, DataFrame] | None, kinds: Mapping[str, int] | None = None
+                ) -> list[SuiteRun]:
     """The suites and their frames. With ``kinds`` (the records counted per kind), a suite with nothing of its
     kind to judge gets no frame (0 rows checked, and no Spark job): transactions without transaction records, Qlik
     without Qlik messages, type mappings and decimal scales without source column types (from schema change
@@ -60,10 +61,11 @@ def _suite_runs(classified: DataFrame, options: Mapping[str, str], notes: list[s
     def has(kind: str) -> bool:
         return kinds is None or kinds.get(kind, 0) > 0
 
-    envelope_rows = envelopes.envelope_frame(classified)
+    columns, keyed = catalog if catalog is not None else (None, None)
+    envelope_rows = envelopes.envelope_frame(classified, keyed)
     sources = types.source_columns_from_records(classified) if has("schema") else None
-    if catalog is not None:
-        sources = catalog if sources is None else sources.unionByName(catalog).dropDuplicates(
+    if columns is not None:
+        sources = columns if sources is None else sources.unionByName(columns).dropDuplicates(
             ["schema", "table", "column"])
     spark = classified.sparkSession
     if options.get("cdckit.message.format") != "qlik" and not _schemas_enabled(options):

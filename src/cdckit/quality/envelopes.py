@@ -110,8 +110,10 @@ def _sorted_entries(column: Column) -> Column:
     return F.to_json(F.array_sort(F.map_entries(column)))
 
 
-def envelope_frame(classified: DataFrame) -> DataFrame:
-    """One row per data event (replays included) with the columns the envelope suite checks."""
+def envelope_frame(classified: DataFrame, keyed_tables: DataFrame | None = None) -> DataFrame:
+    """One row per data event (replays included) with the columns the envelope suite checks. ``key_expected``: the
+    event must carry a key (it comes between keyed events of its topic, or its table has a key, as
+    ``keyed_tables`` (schema, table, keyed: from the catalog) say, and no event of it carries one)."""
     by_key = Window.partitionBy("topic", "key").orderBy("part", "seq")
     flagged = classified.withColumn("next_kind", F.coalesce(F.lead("kind").over(by_key), F.lit("nothing")))
     data = flagged.where(F.col("kind") == "data").select(
@@ -121,7 +123,24 @@ def envelope_frame(classified: DataFrame) -> DataFrame:
     data = data.select(
         "*", connector.alias("connector"), F.lower(F.col("src.snapshot")).alias("snapshot"),
         F.col("src.ts_ms").cast("long").alias("source_ts_ms"), event_position(F.col("src")).alias("position"),
-        _source_missing(connector).alias("source_missing")).drop("src")
+        _source_missing(connector).alias("source_missing"), F.col("src.schema").alias("source_schema"),
+        F.col("src.table").alias("source_table")).drop("src")
+    # A table's key may be added or dropped while it is captured: an event without a key is wrong among its
+    # table's keyed events (after the first, before the last), or in a table with a key (the catalog's) none of
+    # whose events carries one.
+    at = F.struct("part", "seq")
+    keyed_at = F.when(F.col("key").isNotNull(), at)
+    seen = data.groupBy("topic").agg(F.min(keyed_at).alias("first_keyed"), F.max(keyed_at).alias("last_keyed"))
+    data = data.join(F.broadcast(seen), "topic", "left")
+    if keyed_tables is not None:
+        known = keyed_tables.select(F.col("schema").alias("source_schema"), F.col("table").alias("source_table"),
+                                    F.col("keyed").alias("catalog_keyed"))
+        data = data.join(F.broadcast(known), ["source_schema", "source_table"], "left")
+    else:
+        data = data.withColumn("catalog_keyed", F.lit(None).cast("boolean"))
+    expected = F.when(F.col("first_keyed").isNull(), F.coalesce("catalog_keyed", F.lit(False))).otherwise(
+        (at > F.col("first_keyed")) & (at < F.col("last_keyed")))
+    data = data.withColumn("key_expected", expected).drop("first_keyed", "last_keyed", "catalog_keyed")
     key_map = F.from_json(F.col("key_payload"), "map<string,string>")
     row_image = F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after"))
     row = F.from_json(row_image, "map<string,string>")
@@ -208,6 +227,10 @@ def envelope_expectations(options: Mapping[str, str] | None = None) -> list[Any]
                                         meta={"check": "ts_ms is a plausible time in milliseconds"}),
         e.ExpectColumnValuesToBeBetween(column="source_ts_ms", min_value=EARLIEST_MS, max_value=LATEST_MS,
                                         meta={"check": "source.ts_ms is a plausible time in milliseconds"}),
+        e.ExpectColumnValuesToNotBeNull(column="key", row_condition=C("key_expected") == True,  # noqa: E712
+                                        meta={"check": "every event of a table with a key (its primary key, or "
+                                                       "message.key.columns) carries it (a key added or dropped "
+                                                       "meanwhile excepted)"}),
         e.ExpectColumnPairValuesToBeEqual(column_A="key_values", column_B="row_key_values",
                                           ignore_row_if="both_values_are_missing",
                                           meta={"check": "the key equals the key columns of after (before for "

@@ -114,15 +114,24 @@ def source_columns_from_records(classified: DataFrame) -> DataFrame:
         F.col("col.length").alias("length"), F.col("col.scale").alias("scale"))
 
 
-def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """PostgreSQL / YugabyteDB: the captured tables' column types from the catalog (metadata only)."""
+def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str]) -> tuple[DataFrame, DataFrame]:
+    """PostgreSQL / YugabyteDB: the captured tables' column types from the catalog (metadata only), and whether each
+    table's events carry a key (``schema``, ``table``, ``keyed``: its primary key, or ``message.key.columns``)."""
     from cdckit.dialect.postgres.catalog import discover_tables
     from cdckit.dialect.postgres.connection import connect
+    from cdckit.formats.debezium.column_mappers import emitted_key_columns, parse_message_key_columns
 
     with closing(connect(dict(options))) as conn:
         tables = discover_tables(conn, dict(options))
+    try:
+        keys = parse_message_key_columns(options.get("message.key.columns", ""))
+    except ValueError:
+        keys = ()  # the configuration's own check reports it
     rows: list[tuple[Any, ...]] = []
+    keyed: list[tuple[Any, ...]] = []
     for table in tables:
+        keyed.append((table.schema, table.name, bool(emitted_key_columns(keys, table.qualified_name,
+                                                                          table.key_columns))))
         for column in table.columns:
             modifier = column.modifier
             length = scale = None
@@ -131,7 +140,8 @@ def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str])
             elif column.type_name in _TEMPORAL or column.type_name in ("bit", "varbit"):
                 length = modifier if modifier >= 0 else None
             rows.append((table.schema, table.name, column.name, column.type_name, length, scale))
-    return spark.createDataFrame(rows, SOURCE_COLUMNS)
+    return (spark.createDataFrame(rows, SOURCE_COLUMNS),
+            spark.createDataFrame(keyed, "schema STRING, `table` STRING, keyed BOOLEAN"))
 
 
 def _precision(connector: Column, type_name: Column, length: Column, scale: Column) -> Column:
