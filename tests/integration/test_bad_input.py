@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,19 @@ def test_table_without_primary_key_is_captured_with_a_null_key_and_a_replica_ide
     assert keyed == ["table public.audited has no primary key: its events have a null key (name key columns "
                      "with message.key.columns)"]
     assert TableFormat(tables["events"], format_settings(options)).key_json({"what": "x"}) is None
+
+
+@pytest.mark.spark
+def test_a_snapshot_warns_of_a_table_without_a_key_once(postgres: Any, database: str, workdir: Path) -> None:
+    """The job's driver tells; the Spark worker planning the snapshot reads the same catalog and says nothing."""
+    execute(postgres.dsn(database), "CREATE TABLE public.events (happened_at timestamptz, what text)",
+            "INSERT INTO public.events VALUES (now(), 'x')")
+    config = _write_config(workdir, _properties(postgres, database, workdir))
+    done = subprocess.run([sys.executable, "-m", "cdckit", "snapshot", str(config)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "snapshot completed: 1 rows" in done.stdout
+    assert done.stderr.count("public.events has no primary key") == 1, done.stderr
 
 
 def test_missing_table_is_named(postgres: Any, database: str, workdir: Path,

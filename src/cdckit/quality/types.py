@@ -122,7 +122,7 @@ def source_columns_from_catalog(spark: SparkSession, options: Mapping[str, str])
     from cdckit.formats.debezium.column_mappers import emitted_key_columns, parse_message_key_columns
 
     with closing(connect(dict(options))) as conn:
-        tables = discover_tables(conn, dict(options))
+        tables = discover_tables(conn, dict(options), tell=False)  # the capture job tells
     try:
         keys = parse_message_key_columns(options.get("message.key.columns", ""))
     except ValueError:

@@ -122,8 +122,9 @@ def captured_names(conn: Connection, options: Mapping[str, str]) -> list[tuple[s
     return select_tables(candidates, options)
 
 
-def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableInfo]:
+def discover_tables(conn: Connection, options: Mapping[str, str], *, tell: bool = True) -> list[TableInfo]:
     """The captured tables, in the order Debezium snapshots them (``select_tables``), with columns and keys.
+    ``tell``: warn of a table without a key (once per process; the job's driver tells, not its Spark workers).
 
     Partitions are tables like any other, as Debezium captures them (each on its own topic); a partitioned
     table's root is one too. A table without a primary key is captured with a null key, as Debezium does.
@@ -142,7 +143,7 @@ def discover_tables(conn: Connection, options: Mapping[str, str]) -> list[TableI
     # No commit here: callers may be reading inside an exported snapshot's transaction.
     tables = [load_table(conn, schema, table, options) for schema, table in chosen]
     keys = parse_message_key_columns(options.get("message.key.columns", ""))
-    for table in tables:
+    for table in tables if tell else ():
         if emitted_key_columns(keys, table.qualified_name, table.key_columns):
             continue
         # As Debezium: a table without a primary key is captured with a null key (message.key.columns names one).

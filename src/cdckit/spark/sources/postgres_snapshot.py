@@ -96,7 +96,7 @@ class PostgresSnapshotReader(DataSourceReader):
             with conn.cursor() as cur:
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (self.options["cdckit.snapshot.name"],))
             tx_id = snapshot_xmin(conn)
-            tables = discover_tables(conn, self.options)
+            tables = discover_tables(conn, self.options, tell=False)  # the job's driver told
             # YugabyteDB has no meaningful ctid ranges: tables without an integer key are read whole there.
             yugabyte = self.options.get("connector.class", "").endswith("YugabyteDBConnector")
             chunk_rows = int(self.options.get("cdckit.snapshot.chunk.rows", "50000"))
