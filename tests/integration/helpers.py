@@ -60,13 +60,7 @@ def idle_reports_every(spark: Any, milliseconds: int) -> Iterator[None]:
     """An idle query reports itself every ``milliseconds`` (Spark's noDataProgressEventInterval), while in the
     block; the session's setting is put back after it."""
     from cdckit.spark.progress import IDLE_INTERVAL
+    from cdckit.spark.session import session_setting
 
-    before = spark.conf.get(IDLE_INTERVAL, None)
-    spark.conf.set(IDLE_INTERVAL, str(milliseconds))
-    try:
+    with session_setting(spark, IDLE_INTERVAL, str(milliseconds)):
         yield
-    finally:
-        if before is None:
-            spark.conf.unset(IDLE_INTERVAL)
-        else:
-            spark.conf.set(IDLE_INTERVAL, before)

@@ -11,13 +11,14 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
+
+from cdckit.spark.session import session_setting
 
 EXAMPLES = 10
 ROWS_PER_TASK = 1_000_000
@@ -137,20 +138,18 @@ def run_suites(runs: list[SuiteRun], report_dir: Path | None = None) -> QualityR
     actions = [gx.checkpoint.UpdateDataDocsAction(name="data_docs")] if report_dir is not None else []
     report = QualityReport()
     for run in runs:
-        if run.frame is None:
-            report.rows[run.name] = 0
-            report.outcomes.extend(_met(run, e, 0) for e in run.expectations)
-            continue
-        kept = run.frame.persist(StorageLevel.MEMORY_AND_DISK)
+        kept = run.frame.persist(StorageLevel.MEMORY_AND_DISK) if run.frame is not None else None
         try:
-            rows = kept.count()
+            rows = kept.count() if kept is not None else 0
             report.rows[run.name] = rows
-            if rows == 0:
+            if kept is None or rows == 0:
                 report.outcomes.extend(_met(run, e, 0) for e in run.expectations)
                 continue
             # each of Great Expectations' aggregations costs a task per partition: few partitions for few rows
             frame = kept.coalesce(max(1, min(kept.rdd.getNumPartitions(), -(-rows // ROWS_PER_TASK))))
-            with _plain_aggregates(frame.sparkSession):
+            # Its metrics are small aggregations of the kept frame, one or two per expectation: adaptive execution
+            # would plan each as two Spark jobs, with nothing to adapt.
+            with session_setting(frame.sparkSession, "spark.sql.adaptive.enabled", "false"):
                 verdicts = _validate(context, source, run.name, run.expectations, frame,
                                      {"result_format": "BOOLEAN_ONLY"}, actions)
                 failed = [e for e, item in zip(run.expectations, verdicts, strict=True) if not item.success]
@@ -163,28 +162,12 @@ def run_suites(runs: list[SuiteRun], report_dir: Path | None = None) -> QualityR
                 report.outcomes.append(_outcome(run, next(details)) if not item.success else _met(run, expectation,
                                                                                                   rows))
         finally:
-            kept.unpersist()
+            if kept is not None:
+                kept.unpersist()
     if report_dir is not None:
         sites = context.get_docs_sites_urls()
         report.data_docs = sites[0]["site_url"] if sites else None
     return report
-
-
-@contextlib.contextmanager
-def _plain_aggregates(spark: SparkSession) -> Iterator[None]:
-    """Great Expectations computes its metrics as small aggregations of a kept frame, one or two per expectation.
-    Adaptive query execution plans each of them as two Spark jobs, with nothing to adapt; without it they cost
-    half as many. The session's own setting is restored after."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _validate(context: Any, source: Any, name: str, expectations: list[Any], frame: DataFrame,

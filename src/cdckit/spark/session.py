@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -127,6 +127,20 @@ def _pass_on(stream: IO[bytes]) -> None:
             if not line.startswith(JVM_NOISE):
                 stderr.write(line)
                 stderr.flush()
+
+
+@contextlib.contextmanager
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """The session's SQL setting ``key`` at ``value`` while in the block; its own value (or none) put back after."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def apply_file_mode(spark: SparkSession, options: Mapping[str, str]) -> None:
