@@ -185,6 +185,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.files.mode", "string", "600", "permissions (octal) of the files the files sink writes, which "
              "hold the captured rows; their folders, and Spark's checkpoint files on a local or HDFS file system, "
              "get the matching mode (600: 700 folders, Spark's umask 077; 640: 750, 027)"),
+    Property("cdckit.files.direct.writes", "choice", "auto", "whether the files sink writes its files past the "
+             "page cache (O_DIRECT): auto on a local disk's file system (ext4, XFS, Btrfs) only; true wherever the "
+             "platform has O_DIRECT (a file system that refuses it is written through the page cache); false "
+             "never; see docs/decisions/0039", choices=("auto", "true", "false")),
     Property("cdckit.delta.path", "string", "cdckit-delta", "folder (or s3:// URI) of the Delta sink's tables: "
              "changes/<topic> and state/<topic>"),
     Property("cdckit.delta.mode", "choice", "both", "Delta tables kept per captured table: the change table, the "
