@@ -216,3 +216,63 @@ def test_files_on_other_file_systems_are_written_through_the_page_cache(tmp_path
 
     assert not direct_writes_suit(Path("/proc"))  # procfs: not a local disk's file system
     assert not direct_writes_suit(tmp_path / "missing")  # a folder statfs cannot find
+
+
+def _written_directly(folder: Any, direct: str | None) -> bool:
+    """Whether a task's files under ``folder`` were written past the page cache with ``cdckit.files.direct.writes``
+    set to ``direct`` (None: unset); they hold their lines either way."""
+    from cdckit.spark.sinks.jsonl import TopicFiles
+
+    rows = _rows_of_sizes([3000] * 8)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        calls = _direct_writes(monkeypatch)
+        TopicFiles(str(folder), "stream-1", direct=direct).write_all([_batch(rows)])
+    assert {path.parent.name: path.read_bytes() for path in folder.glob("*/stream-1.jsonl")} == {
+        topic: "".join(record_line(row) + "\n" for row in rows if row["topic"] == topic).encode()
+        for topic in ("shop.public.t0", "shop.public.t1")}
+    return any(direct for _, _, direct in calls)
+
+
+def test_direct_writes_follow_the_setting(tmp_path: Any, monkeypatch: Any) -> None:
+    from cdckit.spark.sinks import jsonl
+
+    _direct_writes_or_skip(tmp_path)  # a local disk's file system, which auto writes directly
+    assert _written_directly(tmp_path / "auto", "auto")
+    assert _written_directly(tmp_path / "true", "true")
+    assert not _written_directly(tmp_path / "false", "false")
+    assert _written_directly(tmp_path / "unset", None) is (jsonl.direct_writes({}) != "false")
+    monkeypatch.setattr(jsonl, "direct_writes_suit", lambda folder: False)  # as NFS, tmpfs or FUSE
+    assert not _written_directly(tmp_path / "auto-elsewhere", "auto")
+    assert _written_directly(tmp_path / "true-elsewhere", "true")
+
+
+def test_true_where_the_file_system_refuses_direct_writes_writes_through_the_page_cache(tmp_path: Any,
+                                                                                         monkeypatch: Any) -> None:
+    import errno
+    import os
+
+    real = os.open
+
+    def refusing(path: Any, flags: int, mode: int = 0o777) -> int:
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")  # as a file system without O_DIRECT
+        return real(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", refusing)
+    assert not _written_directly(tmp_path, "true")
+    assert not list(tmp_path.glob("*/.*.tmp"))
+
+
+def test_the_setting_is_auto_true_or_false() -> None:
+    from cdckit.config import validate
+    from cdckit.errors import ConfigurationError
+    from cdckit.spark.sinks.jsonl import direct_writes
+
+    base = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db",
+            "database.user": "u", "database.password": "p", "database.dbname": "d", "topic.prefix": "t"}
+    assert validate(base).str("cdckit.files.direct.writes") == direct_writes({})
+    assert validate({**base, "cdckit.files.direct.writes": "false"}).str("cdckit.files.direct.writes") == "false"
+    assert direct_writes({"cdckit.files.direct.writes": "true"}) == "true"
+    with pytest.raises(ConfigurationError) as info:
+        validate({**base, "cdckit.files.direct.writes": "always"})
+    assert info.value.problems == ["cdckit.files.direct.writes='always' is not one of: auto, true, false"]

@@ -35,7 +35,7 @@ from cdckit.spark.sinks.base import (
     on_partitions,
     summarize,
 )
-from cdckit.spark.sinks.jsonl import file_writer, topic_folder
+from cdckit.spark.sinks.jsonl import direct_writes, file_writer, topic_folder
 from cdckit.spark.transforms import has_transforms
 
 
@@ -60,7 +60,7 @@ class FilesSink(SinkWriter):
         (chunk watermarks) are not written but handed back in ``controls`` and, partition by partition as soon as
         its records are written, kept in ``controls_dir`` (so a failed snapshot knows which chunks are done)."""
         writer = file_writer(self.output, "snapshot", per_partition=True, controls_dir=controls_dir,
-                             mode=output_file_mode(self.options))
+                             mode=output_file_mode(self.options), direct=direct_writes(self.options))
         return summarize(on_partitions(df, writer, arrow=True), controls)
 
     def batch(self, df: DataFrame, batch_id: int, controls: list[str] | None, ordered_partitions: bool,
@@ -70,13 +70,13 @@ class FilesSink(SinkWriter):
         records are written as they come, ``stream-<batch>-<partition>.jsonl``, with no shuffle (file names sort
         in position order)."""
         label = f"stream-{batch_id:012d}"
-        mode = output_file_mode(self.options)
+        mode, direct = output_file_mode(self.options), direct_writes(self.options)
         if ordered_partitions:
-            return summarize(on_partitions(df, file_writer(self.output, label, per_partition=True, mode=mode),
-                                           arrow=True), controls)
+            return summarize(on_partitions(df, file_writer(self.output, label, per_partition=True, mode=mode,
+                                                           direct=direct), arrow=True), controls)
         ordered = df.repartition("topic").sortWithinPartitions(*POSITION_ORDER)
-        return summarize(on_partitions(ordered, file_writer(self.output, label, per_partition=False, mode=mode),
-                                       arrow=True), controls)
+        return summarize(on_partitions(ordered, file_writer(self.output, label, per_partition=False, mode=mode,
+                                                            direct=direct), arrow=True), controls)
 
 
 def clear_snapshot_files(output: str) -> None:

@@ -142,10 +142,10 @@ DIRECT_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E})
 
 
 def direct_writes_suit(folder: Path) -> bool:
-    """Whether files in ``folder`` are written past the page cache (``_TopicFile``): on Linux, where the folder is
-    on a local disk's file system. A network file system (NFS, EFS, SMB) would wait for its server at each direct
-    write, and others (tmpfs, FUSE, overlays) gain nothing or refuse it: those are written through the page
-    cache."""
+    """Whether files in ``folder`` suit writes past the page cache (``_TopicFile``), as
+    ``cdckit.files.direct.writes=auto`` asks: on Linux, where the folder is on a local disk's file system. A
+    network file system (NFS, EFS, SMB) would wait for its server at each direct write, and others (tmpfs, FUSE,
+    overlays) gain nothing or refuse it: those are written through the page cache."""
     if not hasattr(os, "O_DIRECT"):
         return False
     import ctypes
@@ -160,15 +160,41 @@ def direct_writes_suit(folder: Path) -> bool:
     return (ctypes.c_long.from_buffer(found).value & 0xFFFFFFFF) in DIRECT_FILE_SYSTEMS
 
 
+DIRECT_WRITES = "cdckit.files.direct.writes"
+
+
+def direct_writes(options: Mapping[str, str]) -> str:
+    """``cdckit.files.direct.writes`` as a job's configuration gives it (``auto``, ``true`` or ``false``; validated
+    at start), else its default."""
+    from cdckit.config.properties import BY_NAME
+
+    return str(options.get(DIRECT_WRITES) or BY_NAME[DIRECT_WRITES].default)
+
+
+def direct_writes_asked(setting: str | None, folder: Path) -> bool:
+    """Whether files in ``folder`` are opened for direct writes under ``cdckit.files.direct.writes``: ``auto`` where
+    ``direct_writes_suit`` the folder, ``true`` wherever the platform has ``O_DIRECT`` (a file system that refuses
+    it then has its files written through the page cache, as ``_TopicFile`` does with any refused direct write),
+    ``false`` never. ``None``: the setting's default."""
+    if setting is None:
+        setting = direct_writes({})
+    if setting == "false":
+        return False
+    if setting == "true":
+        return hasattr(os, "O_DIRECT")
+    return direct_writes_suit(folder)
+
+
 class _TopicFile:
     """One topic's file of one task, written to a temporary name.
 
-    Where ``direct_writes_suit`` its folder, the file is opened with ``O_DIRECT``: its lines are gathered in an
-    aligned buffer (``stage``, shared by the task's files) and written in whole blocks straight from it to the
-    disk. The kernel then neither copies them into its page cache nor allocates those pages and writes them out
-    later, which cost the task's process more than formatting the lines did: on the benchmarks' virtual machine,
-    1 to 6 µs of system time for each 3.4 KB line, against 0.1 µs written directly. The last partial block goes
-    through the page cache when the file is finished, as does the rest of a file whose direct write is refused.
+    Where direct writes are asked (``direct_writes_asked``), the file is opened with ``O_DIRECT``: its lines are
+    gathered in an aligned buffer (``stage``, shared by the task's files) and written in whole blocks straight from
+    it to the disk. The kernel then neither copies them into its page cache nor allocates those pages and writes
+    them out later, which cost the task's process more than formatting the lines did: on the benchmarks' virtual
+    machine, 1 to 6 µs of system time for each 3.4 KB line, against 0.1 µs written directly. The last partial block
+    goes through the page cache when the file is finished, as does the rest of a file whose direct write is
+    refused.
 
     Elsewhere the file is written through the page cache, and every ``WRITE_BEHIND_BYTES`` its new pages are
     handed to the disk (``POSIX_FADV_DONTNEED`` starts their writeback without waiting for it, and drops the pages
@@ -331,11 +357,13 @@ class TopicFiles:
     ``OutputPathError`` before any of its batch is written (``topic_folder``): nothing of the task's stays.
     """
 
-    def __init__(self, output: str, name: str, within: str | None = None, mode: int = PRIVATE_FILE) -> None:
+    def __init__(self, output: str, name: str, within: str | None = None, mode: int = PRIVATE_FILE,
+                 direct: str | None = None) -> None:
         self.output = output
         self.name = name
         self.within = within if within is not None else output
         self.mode = mode
+        self.direct = direct  # cdckit.files.direct.writes (None: its default)
         self.files: dict[str, _TopicFile] = {}
         self.folders: dict[str, Path] = {}  # topic folders checked (topic_folder), not created yet
         self.counts: Counter[str] = Counter()
@@ -361,7 +389,7 @@ class TopicFiles:
             folder = self._checked(topic)
             private_folder(folder, mode=folder_mode(self.mode))
             # the topics' folders share the output's file system: asked once, for the first
-            if not self.files and direct_writes_suit(folder):
+            if not self.files and direct_writes_asked(self.direct, folder):
                 self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
             file = self.files[topic] = _TopicFile(folder / f".{self.name}.jsonl.tmp", folder / f"{self.name}.jsonl",
                                                   self._stage, self.mode)
@@ -447,14 +475,14 @@ def written_rows(batches: Iterable[pa.RecordBatch], files: TopicFiles) -> Iterat
 
 
 def file_writer(output: str, label: str, per_partition: bool, controls_dir: str | None = None,
-                within: str | None = None, mode: int = PRIVATE_FILE
+                within: str | None = None, mode: int = PRIVATE_FILE, direct: str | None = None
                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[tuple[str, int]]]:
     """Each task's records as ``TopicFiles`` under ``output``, every file inside ``within`` (default ``output``),
-    each of ``mode`` (``cdckit.files.mode``)."""
+    each of ``mode`` (``cdckit.files.mode``), written directly as ``direct`` says (``cdckit.files.direct.writes``)."""
     def write(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int]]:
         suffix = f"-{TaskContext.get().partitionId():05d}" if per_partition else ""  # type: ignore[union-attr]
         control_rows: list[pa.RecordBatch] = []
-        counts = TopicFiles(output, f"{label}{suffix}", within, mode).write_all(
+        counts = TopicFiles(output, f"{label}{suffix}", within, mode, direct).write_all(
             without_controls(batches, control_rows))
         controls = [value for rows in control_rows for value in rows.column("value").to_pylist()]
         persist_controls(controls_dir, controls)
@@ -465,8 +493,10 @@ def file_writer(output: str, label: str, per_partition: bool, controls_dir: str 
     return write
 
 
-def write_dead_letters(df: DataFrame, output: str, label: str, mode: int = PRIVATE_FILE) -> WriteSummary:
+def write_dead_letters(df: DataFrame, output: str, label: str, mode: int = PRIVATE_FILE,
+                       direct: str | None = None) -> WriteSummary:
     """Records a target refused (too large), as JSON lines under ``<output>/_dead-letter/<topic>/``, every file
     inside ``<output>`` (``topic_folder``)."""
-    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True, within=output, mode=mode)
+    writer = file_writer(str(Path(output) / "_dead-letter"), label, per_partition=True, within=output, mode=mode,
+                         direct=direct)
     return summarize(on_partitions(df, writer, arrow=True))

@@ -28,7 +28,7 @@ from cdckit.spark.sinks.base import (
     location_problem,
     persist_controls,
 )
-from cdckit.spark.sinks.jsonl import write_dead_letters
+from cdckit.spark.sinks.jsonl import direct_writes, write_dead_letters
 from cdckit.spark.transforms import has_transforms
 
 log = logging.getLogger("cdckit")
@@ -415,7 +415,7 @@ def _oversize(records: DataFrame, limit: int, options: Mapping[str, str], output
         return records
     if options.get("cdckit.kafka.oversize.handling", "fail") == "dead-letter":
         write_dead_letters(offenders.drop("_size", "_value"), output, label,
-                           output_file_mode(options))
+                           output_file_mode(options), direct_writes(options))
         return measured.filter(F.col("_size") <= limit).drop("_size")
     first = found[0]
     raise DeliveryError(

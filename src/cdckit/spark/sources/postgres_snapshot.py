@@ -49,7 +49,7 @@ from cdckit.spark.rows import (
     skipped_operations,
 )
 from cdckit.spark.schema_history import schema_change_row
-from cdckit.spark.sinks.jsonl import TopicFiles, written_rows
+from cdckit.spark.sinks.jsonl import TopicFiles, direct_writes, written_rows
 
 
 class SchemaChangePartition(InputPartition):
@@ -118,7 +118,8 @@ class PostgresSnapshotReader(DataSourceReader):
         folder = self.options.get("cdckit.snapshot.files.output")
         if folder and isinstance(partition, SnapshotPartition | SchemaChangePartition):
             return written_rows(batches, TopicFiles(folder, f"snapshot-{partition.number:05d}",
-                                                    mode=output_file_mode(self.options)))
+                                                    mode=output_file_mode(self.options),
+                                                    direct=direct_writes(self.options)))
         return batches
 
     def batches(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -67,7 +67,7 @@ from cdckit.spark.rows import (
     with_stats,
 )
 from cdckit.spark.schema_history import SchemaHistory
-from cdckit.spark.sinks.jsonl import TopicFiles, written_rows
+from cdckit.spark.sinks.jsonl import TopicFiles, direct_writes, written_rows
 from cdckit.spark.sources.postgres_stream_partition import DecodedRange, LsnRange, SnapshotWindow, connect_retrying
 
 T = TypeVar("T")
@@ -346,7 +346,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         folder = self.options.get(STREAM_FILES_OUTPUT)
         if folder and partition.batch is not None:
             return written_rows(batches, TopicFiles(folder, f"stream-{partition.batch:012d}-{partition.number:05d}",
-                                                    mode=output_file_mode(self.options)))
+                                                    mode=output_file_mode(self.options),
+                                                    direct=direct_writes(self.options)))
         return batches
 
     def rows(self, partition: InputPartition) -> Iterator[EventRow]:
