@@ -6,6 +6,10 @@ folder (``O_CREAT | O_EXCL``, an unpredictable name, so no file or link planted 
 over the final name: a symbolic link at the final name is replaced, not followed. ``private_folder`` creates the
 missing folders of a path as ``0700``. Folders that exist already are left as they are (the checkpoint location may
 be shared or mounted by design). Spark's own files (its checkpoint, the sinks' data files) are Spark's.
+
+A rename or a new folder is durable only once the folder holding it is synced (``sync_folder``): ``write_private``
+syncs the file's folder after the rename, ``private_folder`` the parent of each folder it creates, so a power cut
+after either returns keeps the file or the folder.
 """
 
 from __future__ import annotations
@@ -41,9 +45,27 @@ def folder_mode(mode: int) -> int:
     return mode | (mode & 0o444) >> 2
 
 
+def sync_folder(path: Path | str) -> None:
+    """Sync the folder ``path`` itself (``fsync`` of the folder opened ``O_RDONLY | O_DIRECTORY``), so that the
+    names renamed into it or created in it since survive a power cut. A platform or file system that syncs no
+    folder (Windows; ``EINVAL`` or ``EBADF`` from some network and FUSE file systems, as PostgreSQL's
+    ``fsync_fname`` allows) is left as it is."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(descriptor)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(descriptor)
+
+
 def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVATE_FOLDER) -> Path:
     """Create ``path`` and its missing parents, each ``mode`` (``0700``); an existing folder is kept as it is. With
-    ``follow_link=False`` a symbolic link at ``path`` itself is refused (``FileExistsError``) instead of used."""
+    ``follow_link=False`` a symbolic link at ``path`` itself is refused (``FileExistsError``) instead of used. The
+    parent of each folder created is synced once (``sync_folder``)."""
     path = Path(path)
     missing: list[Path] = []
     current = path
@@ -54,6 +76,8 @@ def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVA
         with contextlib.suppress(FileExistsError):  # made meanwhile (another process): checked below as any other
             os.mkdir(folder, mode)
             os.chmod(folder, mode)  # exactly: the process's umask may have taken bits the setting gives
+    for parent in dict.fromkeys(folder.parent for folder in reversed(missing)):
+        sync_folder(parent)
     status = os.lstat(path)
     if stat.S_ISLNK(status.st_mode) and not follow_link:
         raise FileExistsError(errno.EEXIST, "a symbolic link stands where cdckit makes a folder; remove it",
@@ -65,7 +89,8 @@ def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVA
 
 def write_private(path: Path | str, data: bytes) -> None:
     """Replace the file ``path`` whole with ``data``, readable and writable by its owner only (``0600``), through
-    an exclusive temporary file of an unpredictable name in the same folder, synced, then renamed over ``path``."""
+    an exclusive temporary file of an unpredictable name in the same folder, synced, then renamed over ``path``,
+    and the folder synced (the rename survives a power cut)."""
     path = Path(path)
     folder = private_folder(path.parent)
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -79,3 +104,4 @@ def write_private(path: Path | str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    sync_folder(folder)

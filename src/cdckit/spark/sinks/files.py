@@ -13,8 +13,9 @@ the output folder through a symbolic link, is refused before anything of the tas
 
 Each line is one Kafka record: ``{"topic": ..., "key": <key JSON>, "value": <value JSON or null>,
 "headers": [...]}``; a binary (Avro) value is a base64 string followed by ``"valueEncoding": "base64"``.
-Files are written to a temporary name and renamed, and a replayed batch rewrites the same file, so a restart
-never leaves partial or duplicate files behind.
+Files are written to a temporary name, synced and renamed, and their folders synced, before the batch counts as
+written; a replayed batch rewrites the same file, so a restart never leaves partial or duplicate files behind. On
+a local disk's file system the files are written past the page cache (``cdckit.files.direct.writes``).
 """
 
 from __future__ import annotations

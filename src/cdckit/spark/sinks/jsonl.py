@@ -24,7 +24,7 @@ from pyspark import TaskContext
 
 from cdckit.errors import OutputPathError
 from cdckit.formats.arrow_text import join, merge
-from cdckit.fsutil import PRIVATE_FILE, folder_mode, private_folder
+from cdckit.fsutil import PRIVATE_FILE, folder_mode, private_folder, sync_folder
 from cdckit.spark.sinks.base import WriteSummary, on_partitions, persist_controls, summarize
 
 if TYPE_CHECKING:
@@ -297,7 +297,8 @@ class _TopicFile:
         self._handed = self.written
 
     def finish(self) -> None:
-        """The last partial block written, the file synced, closed and renamed to its final name."""
+        """The last partial block written, the file synced, closed and renamed to its final name (the rename is
+        durable once its folder is synced: ``TopicFiles.commit``)."""
         if self.pending:
             self._buffered_from_now(self.pending)
         os.fsync(self.fd)
@@ -424,10 +425,14 @@ class TopicFiles:
         return self.commit()
 
     def commit(self) -> Counter[str]:
-        """Make every file durable and visible; returns the records written per topic."""
+        """Make every file durable and visible; returns the records written per topic. Each file is synced and
+        renamed, then each of their folders synced once, so that the renames survive a power cut before the
+        batch is reported written (and the source's position moves past it)."""
         try:
             for file in self.files.values():
                 file.finish()
+            for folder in dict.fromkeys(file.final.parent for file in self.files.values()):
+                sync_folder(folder)
         except OSError as exc:
             raise self._error(exc) from None
         finally:
