@@ -208,7 +208,9 @@ def test_choice_lists_the_allowed_values() -> None:
 def test_defaults_apply_when_unset() -> None:
     config = validate(BASE)
     assert config.str("slot.name") == "debezium"
-    assert config.int("max.batch.size") == 2048
+    assert config["max.batch.size"] is None  # unset: the bound adapts (decision 0038)
+    assert "max.batch.size" not in config.as_properties()
+    assert validate({**BASE, "max.batch.size": "2048"}).as_properties()["max.batch.size"] == "2048"
     assert config.bool("tombstones.on.delete") is True
     assert config.list("skipped.operations") == ("t",)
 

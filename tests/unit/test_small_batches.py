@@ -21,7 +21,7 @@ def test_three_full_batches_in_a_row_are_named_once(caplog: pytest.LogCaptureFix
             hint.batch(time.monotonic() - 1.0, records)
     [message] = _hints(caplog)
     assert "3 in a row were full at max.batch.size=2048" in message
-    assert "raise max.batch.size" in message
+    assert "remove max.batch.size" in message
 
 
 def test_a_batch_under_half_starts_the_count_again(caplog: pytest.LogCaptureFixture) -> None:
@@ -42,4 +42,12 @@ def test_batches_of_ten_thousand_and_more_are_left_alone(caplog: pytest.LogCaptu
             hint = SmallBatches(size)
             for _ in range(5):
                 hint.batch(time.monotonic(), size)
+    assert _hints(caplog) == []
+
+
+def test_an_unset_max_batch_size_is_never_named(caplog: pytest.LogCaptureFixture) -> None:
+    hint = SmallBatches(None)  # the bound adapts (batch_sizes): no setting to name
+    with caplog.at_level(logging.WARNING, logger="cdckit"):
+        for _ in range(5):
+            hint.batch(time.monotonic() - 1.0, 2048)
     assert _hints(caplog) == []

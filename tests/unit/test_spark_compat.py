@@ -71,7 +71,7 @@ class _Reader(compat.SelfBoundedReader):
     """Batches of up to 2 positions out of 7, as a change reader bounds them."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options, 2)
+        super().__init__({"max.batch.size": "2", **options})
         self.target: int | None = None
 
     def initialOffset(self) -> dict[str, int]:

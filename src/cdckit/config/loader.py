@@ -3,7 +3,7 @@
 Example::
 
     config = load_config(Path("connector.json"), overrides=["snapshot.mode=never"])
-    config.int("max.batch.size")
+    config.int("snapshot.fetch.size")
 """
 
 from __future__ import annotations

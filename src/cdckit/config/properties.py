@@ -104,8 +104,9 @@ PROPERTIES: tuple[Property, ...] = (
              choices=("direct", "function"), only="sqlserver"),
     Property("snapshot.fetch.size", "int", 10240, "rows read at a time while snapshotting: a round trip of a "
              "query, or a block of a PostgreSQL chunk's COPY output formatted at once", minimum=1),
-    Property("max.batch.size", "int", 2048, "change events admitted per micro-batch (whole transactions)",
-             minimum=1),
+    Property("max.batch.size", "int", None, "change events admitted per micro-batch at most (whole "
+             "transactions); unset, the bound adapts: 2048 (Debezium's default) while the stream is caught up, "
+             "growing toward 2 s batches of up to 200000 through a backlog (docs/decisions/0038)", minimum=1),
     Property("poll.interval.ms", "int", 500, "how often the source is polled for new changes", minimum=1),
     Property("heartbeat.interval.ms", "int", 0, "heartbeat period (0 = off); keeps an idle slot moving",
              minimum=0),

@@ -63,19 +63,19 @@ class StreamReport:
 class SmallBatches:
     """Says once, in the job's log, that a stream catches up in micro-batches too small for Spark.
 
-    ``max.batch.size`` bounds a micro-batch, as it bounds a Debezium connector's batch, and keeps Debezium's
-    default (2048). A micro-batch also costs Spark a fixed time whatever its size (planning it, its offset and
-    commit logs, launching its tasks), so batches of a few thousand changes bound a catch-up to a few thousand
-    changes a second (decision 0022). When ``BATCHES`` micro-batches in a row each held at least half of
-    a ``max.batch.size`` under ``BELOW``, the stream is working through a backlog in such batches: the warning names
-    the setting, the rate seen, and what to do."""
+    A ``max.batch.size`` the configuration sets bounds every micro-batch, as it bounds a Debezium connector's
+    batch. A micro-batch also costs Spark a fixed time whatever its size (planning it, its offset and commit logs,
+    launching its tasks), so batches of a few thousand changes bound a catch-up to a few thousand changes a second
+    (decision 0022); unset, the bound adapts to a backlog (decision 0038). When ``BATCHES`` micro-batches in a
+    row each held at least half of a ``max.batch.size`` under ``BELOW``, the stream is working through a backlog in
+    such batches: the warning names the setting, the rate seen, and what to do."""
 
     BATCHES = 3
     BELOW = 10_000
 
-    def __init__(self, max_batch_size: int) -> None:
-        self.max_batch_size = max_batch_size
-        self.said = max_batch_size >= self.BELOW
+    def __init__(self, max_batch_size: int | None) -> None:
+        self.max_batch_size = max_batch_size or 0
+        self.said = max_batch_size is None or max_batch_size >= self.BELOW
         # the full batches in a row so far: how many, when the first began, and their records
         self.full, self.since, self.records = 0, 0.0, 0
 
@@ -96,8 +96,8 @@ class SmallBatches:
         log.warning("the stream is catching up a backlog in small micro-batches: %d in a row were full at "
                     "max.batch.size=%d, %s records/s. Each micro-batch also costs Spark a fixed time (planning it, "
                     "its offset and commit logs, launching its tasks), which batches this small do not share out; "
-                    "raise max.batch.size (the benchmarks use 50000 and 200000; memory does not grow with it) to "
-                    "catch up faster", self.full, self.max_batch_size,
+                    "remove max.batch.size (the bound then adapts: larger batches through a backlog, small ones "
+                    "once caught up) or raise it to catch up faster", self.full, self.max_batch_size,
                     f"{self.records / seconds:,.0f}" if seconds > 0 else "?")
 
 
@@ -123,7 +123,8 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
     last_batch_id = [-1]
     in_batch = [False]
     max_batches = config.int("cdckit.stream.max.batches")
-    small_batches = SmallBatches(config.int("max.batch.size"))
+    given = config["max.batch.size"]
+    small_batches = SmallBatches(given if isinstance(given, int) else None)
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         began = time.monotonic()

@@ -31,6 +31,7 @@ from py4j.protocol import Py4JError
 
 from cdckit import versions
 from cdckit.errors import CdcKitError
+from cdckit.spark.batch_sizes import BatchSizes
 from cdckit.state import StateStore
 
 __all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "CHECKPOINT_FILE_MANAGER", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT",
@@ -132,15 +133,17 @@ def planned_batch(options: Mapping[str, str], end: Mapping[str, Any]) -> int:
 class SelfBoundedReader:
     """A change source's stream reader that serves Spark 4.2+ and Spark 4.0/4.1 alike.
 
-    Subclasses call ``__init__`` with their options and ``max.batch.size``, implement ``next_offset(start, limit)``
+    Subclasses call ``__init__`` with their options, implement ``next_offset(start, limit)``
     (the end of the next batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
     ``prepareForTriggerAvailableNow``, call :meth:`started` with the initial offset, and :meth:`planned` with the end
     offset in ``partitions``.
     """
 
-    def __init__(self, options: dict[str, str], max_batch_size: int) -> None:
+    def __init__(self, options: dict[str, str]) -> None:
         self.options = options
-        self.max_batch_size = max_batch_size
+        given = options.get("max.batch.size")
+        # the bound of the next batch: max.batch.size where the configuration sets it, else adapted (batch_sizes)
+        self.sizes = BatchSizes(int(given) if given else None)
         self._planned_end: dict[str, Any] | None = None  # where the next batch starts (Spark before 4.2)
         self._catching_up = False
         self._run_ends: set[str] = set()  # the end offsets of the batches this run planned or replayed
@@ -161,7 +164,15 @@ class SelfBoundedReader:
         raise NotImplementedError
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.max_batch_size)
+        return ReadMaxRows(self.sizes.size)
+
+    def batch_bound(self, limit: Any) -> int:
+        """How many changes the next batch may take: everything under ``ReadAllAvailable``, else
+        ``max.batch.size`` where set, else the adapted bound (the only ``ReadMaxRows`` Spark hands a Python source
+        is its own default read limit)."""
+        if self.sizes.adaptive and not isinstance(limit, ReadAllAvailable):
+            return self.sizes.size
+        return read_limit_rows(limit, self.sizes.size)
 
     def prepareForTriggerAvailableNow(self) -> None:
         raise NotImplementedError

@@ -54,7 +54,6 @@ from cdckit.spark.compat import (
     SelfBoundedReader,
     SupportsTriggerAvailableNow,
     planned_batch,
-    read_limit_rows,
 )
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder
@@ -104,7 +103,7 @@ class PostgresChangeDataSource(DataSource):
 
 class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options, int(options.get("max.batch.size", "2048")))
+        super().__init__(options)
         self.slot_name = options.get("slot.name", "debezium")
         self.publication = options.get("publication.name", "dbz_publication")
         self.heartbeat_ms = int(options.get("heartbeat.interval.ms", "0"))
@@ -127,6 +126,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         self._signal_checked = False
         # the exported snapshot of the planned batch's incremental snapshot window, and the batch's end
         self._window: tuple[int, incremental.Window] | None = None
+        self._adapting = False  # the batch being planned is bound by the adapted size (batch_sizes)
 
     # -- driver side ---------------------------------------------------------------------------------
     def _connection(self) -> Connection:
@@ -165,7 +165,9 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         start_lsn = parse_lsn(start["lsn"])
         advance_slot(conn, self.slot_name, start_lsn, self.publication)
         self._close_window()
-        max_events = read_limit_rows(limit, self.max_batch_size)
+        max_events = self.batch_bound(limit)
+        # the next batch's bound follows this one's where it adapts (batch_sizes), else it is this one's
+        self._adapting = max_events == self.sizes.size
         progress = Progress.from_offset(start)
         if self._drained == (start_lsn, self._available_now_target) and not progress.runnable:
             return start  # the batch before took every change up to the available-now target: none can come
@@ -173,10 +175,11 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         end_lsn: int | None
         if planned is not None:  # no incremental snapshot window: none to open (see _planned)
             end_lsn, splits, window = *planned, None
-            self._plan_after(end_lsn, max_events)
+            self._plan_after(end_lsn, self._next_bound(max_events))
         else:
             end_lsn, splits, window, progress = self._counted(conn, start_lsn, max_events, progress)
         if end_lsn is None:
+            self.sizes.idle()
             if (self.heartbeat_ms > 0 and self._available_now_target is None
                     and (time.monotonic() - self._last_progress) * 1000 >= self.heartbeat_ms):
                 emit_heartbeat(conn, self.slot_name)  # picked up, and confirmed, by the next batch
@@ -209,6 +212,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         that finds everything opens; otherwise the slot is peeked again (more may be committed by now)."""
         target = self._available_now_target
         if self._ahead_for == (max_events, target) and start_lsn in self._ahead:
+            self.sizes.planned(max_events, True)  # a batch planned ahead has changes after it
             return self._ahead[start_lsn]
         pending = self._plan_ahead.take(start_lsn, max_events, target)
         if pending is None or pending.end_lsn is None:
@@ -218,6 +222,7 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             return None
         if final:
             self._drained = (pending.end_lsn, target)
+        self.sizes.planned(pending.events, not pending.caught_up)
         self._messages_per_change = pending.messages_per_change() or self._messages_per_change
         self._ahead = {start_lsn: (pending.end_lsn, pending.splits), **_by_start(pending)}
         self._ahead_for = (max_events, target)
@@ -233,6 +238,10 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         bound = peek_bound(max_events * (1 + ahead), self._messages_per_change)
         self._plan_ahead.start(end_lsn, max_events, self._available_now_target, self.parts, self.min_events_per_part,
                                bound, ahead)
+
+    def _next_bound(self, max_events: int) -> int:
+        """The bound of the batch after one planned under ``max_events``, which the batches planned ahead get."""
+        return self.sizes.size if self._adapting else max_events
 
     @staticmethod
     def _planned_ahead(max_events: int) -> int:
@@ -250,10 +259,12 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
                                   peek_bound(max_events * (1 + ahead), self._messages_per_change), ahead)
         self._messages_per_change = pending.messages_per_change() or self._messages_per_change
         self._ahead, self._ahead_for = _by_start(pending), (max_events, self._available_now_target)
+        if pending.end_lsn is not None:
+            self.sizes.planned(pending.events, not pending.caught_up)
         if progress.runnable and pending.caught_up:
             return self._open_window(conn, start_lsn, progress, pending, max_events)
         if pending.end_lsn is not None and pending.followed:
-            self._plan_after(pending.end_lsn, max_events)
+            self._plan_after(pending.end_lsn, self._next_bound(max_events))
         if pending.end_lsn is not None and pending.caught_up and self._available_now_target is not None:
             self._drained = (pending.end_lsn, self._available_now_target)
         return pending.end_lsn, pending.splits, None, progress

@@ -55,7 +55,7 @@ from cdckit.errors import first_line
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium.envelope import TableFormat, format_settings, heartbeat_messages, heartbeat_topic
 from cdckit.formats.debezium.source import format_sqlserver_lsn, parse_sqlserver_lsn
-from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow, read_limit_rows
+from cdckit.spark.compat import ReadLimit, SelfBoundedReader, SupportsTriggerAvailableNow
 from cdckit.spark.options import from_spark_options
 from cdckit.spark.records import record_builder, schema_change_record
 from cdckit.spark.rows import EVENT_SCHEMA, EventRow, arrow_batches, now_ms, option_bool, record, with_stats
@@ -146,7 +146,7 @@ class SqlServerChangeDataSource(DataSource):
 
 class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options, int(options.get("max.batch.size", "2048")))
+        super().__init__(options)
         self.databases = [d.strip() for d in options["database.names"].split(",") if d.strip()]
         self.max_transactions = int(options.get("max.iteration.transactions", "0"))
         self._target: dict[str, int] | None = None
@@ -204,14 +204,18 @@ class SqlServerChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Sup
         # Every database with something new advances in this batch: each takes an equal part of what is left of
         # the budget (so a busy database cannot hold the others back), in database.names order; a part one leaves
         # unused goes to those after it.
-        budget = read_limit_rows(limit, self.max_batch_size)
+        budget = self.batch_bound(limit)
         latest = dict(begin)
+        changes, left_behind = 0, False
         for index, (database, cursor, instances, upto) in enumerate(moved):
             share = max(1, budget // (len(moved) - index))
             end, admitted = pending_end(cursor, instances, begin.get(database, 0), upto, share, self.max_transactions)
             if end is not None:
                 latest[database] = end
+            changes += admitted
+            left_behind = left_behind or end is None or end < upto
             budget = max(0, budget - admitted)
+        self.sizes.planned(changes, left_behind)
         document = offset(latest, met_starts(start, self.options, everywhere))
         self._incremental(start, document, begin, latest, budget, listed)
         return document
