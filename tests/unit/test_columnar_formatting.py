@@ -2,13 +2,14 @@
 against the reference, a row at a time (``TableFormat.key_json`` / ``value_json``): the same bytes for generated
 rows of every kind of column, plain values and the ones the kernels leave to the reference (escapes, BC dates,
 infinities, pre-1582 timestamps, NaN), nulls, defaults and unchanged TOASTed values, under each handling mode and
-with schemas on and off."""
+with schemas on and off, in either release's records (``cdckit.debezium.format``: Debezium 2.5.2's and 3.6.0's)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import re
+import struct
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -24,6 +25,8 @@ from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.debezium.columnar import CannotFormat, ColumnarChanges, ColumnarReads, read_event, supports
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.postgres_types import ColumnType
+from cdckit.formats.debezium.source import FORMATS
+from cdckit.spark.rows import arrow_batches, event_rows
 
 LSN, TS_MS, TX_ID, NOW_MS = 23_456_789, 1_700_000_000_123, 771, 1_700_000_000_999
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=20)
@@ -120,13 +123,19 @@ def _columnar(table_format: TableFormat, block: list[dict[str, str | None]], mar
     return (None if keys is None else keys.to_pylist()), values.to_pylist()
 
 
-def _format(mode: dict[str, str]) -> TableFormat:
-    return TableFormat(TABLE, format_settings({"topic.prefix": "shop", "database.dbname": "db", **mode}))
+def _format(mode: dict[str, str], release: str = "2.5") -> TableFormat:
+    return TableFormat(TABLE, format_settings({"topic.prefix": "shop", "database.dbname": "db",
+                                               "cdckit.debezium.format": release, **mode}))
 
 
+# Every comparison runs for each release cdckit writes (decision 0028)
+by_release = pytest.mark.parametrize("release", FORMATS)
+
+
+@by_release
 @pytest.mark.parametrize("mode", MODES, ids=lambda mode: ",".join(f"{k}={v}" for k, v in mode.items()) or "default")
-def test_columnar_reads_are_byte_for_byte_the_reference(mode: dict[str, str]) -> None:
-    table_format = _format(mode)
+def test_columnar_reads_are_byte_for_byte_the_reference(mode: dict[str, str], release: str) -> None:
+    table_format = _format(mode, release)
     assert supports(table_format)
 
     @settings(max_examples=60, deadline=None)
@@ -138,9 +147,10 @@ def test_columnar_reads_are_byte_for_byte_the_reference(mode: dict[str, str]) ->
     check()
 
 
-def test_plain_values_take_the_kernels_and_match() -> None:
+@by_release
+def test_plain_values_take_the_kernels_and_match(release: str) -> None:
     """Every value plain: no column but the generic ones goes through the reference."""
-    table_format = _format({})
+    table_format = _format({}, release)
     block = [{"id": "1", "small": "-3", "n": None, "flag": "t", "name": "caf\u00e9", "code": None, "padded": "ab   ",
               "ref": str(uuid.UUID(int=7)), "doc": '{"a": 1}', "born": "2024-02-29", "at": "2024-03-05 10:20:05.12+00",
               "at3": "1999-12-31 23:59:59.5+00", "at0": "2000-01-01 00:00:00+00", "price": "-128.00",
@@ -154,8 +164,9 @@ def test_plain_values_take_the_kernels_and_match() -> None:
                      "big": "decimal", "whole": "decimal", "amount": "generic", "ratio": "generic", "ts": "generic"}
 
 
-def test_a_nan_in_precise_mode_is_null_as_in_the_reference() -> None:
-    table_format = _format({})
+@by_release
+def test_a_nan_in_precise_mode_is_null_as_in_the_reference(release: str) -> None:
+    table_format = _format({}, release)
     block = [{c.name: None for c, _ in COLUMNS} | {"id": "1", "ref": str(uuid.UUID(int=1)), "price": "NaN"}]
     keys, values = _columnar(table_format, block, ["true"])
     assert (keys, values) == _reference(table_format, block, ["true"])
@@ -191,16 +202,18 @@ SPECIAL_NUMERICS = {
 }
 
 
-def _special_format(mode: dict[str, str]) -> TableFormat:
-    return TableFormat(SPECIAL_TABLE, format_settings({"topic.prefix": "shop", "database.dbname": "db", **mode}))
+def _special_format(mode: dict[str, str], release: str) -> TableFormat:
+    return TableFormat(SPECIAL_TABLE, format_settings({"topic.prefix": "shop", "database.dbname": "db",
+                                                       "cdckit.debezium.format": release, **mode}))
 
 
+@by_release
 @pytest.mark.parametrize("mode", SPECIAL_MODES,
                          ids=lambda mode: ",".join(f"{k}={v}" for k, v in mode.items()) or "default")
-def test_special_values_read_and_streamed_as_in_the_reference(mode: dict[str, str]) -> None:
+def test_special_values_read_and_streamed_as_in_the_reference(mode: dict[str, str], release: str) -> None:
     """NaN and the infinities of numerics and floats, and infinite dates and timestamps: the same texts from the
     columns as from the reference, for reads and for streamed changes (or the same error)."""
-    table_format = _special_format(mode)
+    table_format = _special_format(mode, release)
     markers = ["first"] + ["true"] * (len(SPECIAL_ROWS) - 2) + ["last"]
     reference_keys, reference_values = [], []
     for row, marker in zip(SPECIAL_ROWS, markers, strict=True):
@@ -220,7 +233,8 @@ def test_special_values_read_and_streamed_as_in_the_reference(mode: dict[str, st
     assert [payload["f"] for payload in payloads[1:]] == ["NaN", "Infinity", "-Infinity"]
 
     events = [ChangeEvent("public", "readings", "c", None, row, Position(900 + i, 800 + i, 0), TS_MS, TX_ID,
-                          sequence=(None, 800 + i)) for i, row in enumerate(SPECIAL_ROWS)]
+                          sequence=(None, 800 + i), extra={"source_ts_us": TS_MS * 1000 + 456})
+              for i, row in enumerate(SPECIAL_ROWS)]
     changes = ColumnarChanges(table_format, "shop")
     try:
         expected = [table_format.value_json(event, NOW_MS) for event in events]
@@ -232,10 +246,12 @@ def test_special_values_read_and_streamed_as_in_the_reference(mode: dict[str, st
     assert changes.texts(events, NOW_MS)[1].to_pylist() == expected
 
 
-def test_yboutput_and_sql_server_keep_the_reference() -> None:
-    assert not supports(_format({"plugin.name": "yboutput"}))
+@by_release
+def test_yboutput_and_sql_server_keep_the_reference(release: str) -> None:
+    assert not supports(_format({"plugin.name": "yboutput"}, release))
     assert not supports(TableFormat(TABLE, format_settings({
-        "topic.prefix": "shop", "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector"})))
+        "topic.prefix": "shop", "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
+        "cdckit.debezium.format": release})))
 
 
 KEYS = ("id", "ref")
@@ -265,15 +281,21 @@ def changes(draw: Any) -> list[ChangeEvent]:
             before = draw(images(key_only=True))
         after = None if op == "d" else draw(images())
         last_commit = draw(st.one_of(st.none(), st.integers(0, 2**40)))
+        # the commit's own microseconds, as pgoutput's Begin gives them (each change its own), or none: a source
+        # time known to the millisecond only
+        micros = draw(st.one_of(st.none(), st.integers(0, 2**51)))
+        ts_ms = draw(st.integers(0, 2**41)) if micros is None else micros // 1000
         events.append(ChangeEvent(TABLE.schema, TABLE.name, op, before, after, Position(900 + index, 800 + index, 0),
-                                  draw(st.integers(0, 2**41)), draw(st.one_of(st.none(), st.integers(0, 2**32))),
-                                  sequence=(last_commit, 800 + index)))
+                                  ts_ms, draw(st.one_of(st.none(), st.integers(0, 2**32))),
+                                  sequence=(last_commit, 800 + index),
+                                  extra={} if micros is None else {"source_ts_us": micros}))
     return events
 
 
+@by_release
 @pytest.mark.parametrize("mode", MODES, ids=lambda mode: ",".join(f"{k}={v}" for k, v in mode.items()) or "default")
-def test_columnar_changes_are_byte_for_byte_the_reference(mode: dict[str, str]) -> None:
-    table_format = _format(mode)
+def test_columnar_changes_are_byte_for_byte_the_reference(mode: dict[str, str], release: str) -> None:
+    table_format = _format(mode, release)
     columnar = ColumnarChanges(table_format, "shop")
 
     @settings(max_examples=60, deadline=None)
@@ -294,9 +316,97 @@ def test_columnar_changes_are_byte_for_byte_the_reference(mode: dict[str, str]) 
     check()
 
 
-def test_a_key_the_change_did_not_carry_is_left_to_the_reference() -> None:
-    table_format = _format({})
+@by_release
+def test_a_key_the_change_did_not_carry_is_left_to_the_reference(release: str) -> None:
+    table_format = _format({}, release)
     row = {c.name: None for c, _ in COLUMNS} | {"id": "1", "ref": UNAVAILABLE}
     event = ChangeEvent(TABLE.schema, TABLE.name, "c", None, row, Position(2, 1, 0), 0, 5, sequence=(None, 1))
     with pytest.raises(CannotFormat):
         ColumnarChanges(table_format, "shop").texts([event], NOW_MS)
+
+
+# The change reader's plain path (``DecodedRange._formatted_plain``): pgoutput's messages decoded a column at a time
+# and formatted by ``ColumnarChanges``, against the events ``feed`` makes of the same messages, a record at a time.
+ACCOUNTS = TableInfo("public", "accounts", 16390, (
+    ColumnType("id", "int4", 23, optional=False), ColumnType("owner", "text", 25),
+    ColumnType("balance", "numeric", 1700, modifier=(12 << 16 | 2) + 4), ColumnType("opened", "timestamptz", 1184)),
+    ("id",), "d")
+PG_EPOCH_US = 946_684_800_000_000
+
+
+def _tuple(*values: object) -> bytes:
+    out = struct.pack(">h", len(values))
+    for value in values:
+        if value is None:
+            out += b"n"
+        elif value is UNAVAILABLE:
+            out += b"u"
+        else:
+            raw = str(value).encode()
+            out += b"t" + struct.pack(">i", len(raw)) + raw
+    return out
+
+
+def _transaction(final_lsn: int, unix_us: int, xid: int, at: int, changes: list[bytes]) -> list[tuple[int, bytes]]:
+    """A transaction's messages from LSN ``at`` on: its Begin, its changes, its Commit at ``final_lsn``."""
+    begin = b"B" + struct.pack(">qqi", final_lsn, unix_us - PG_EPOCH_US, xid)
+    commit = b"C" + struct.pack(">bqqq", 0, final_lsn, final_lsn + 8, unix_us - PG_EPOCH_US)
+    return [(at, begin), *((at + 1 + i, change) for i, change in enumerate(changes)), (final_lsn, commit)]
+
+
+@by_release
+def test_the_stream_readers_plain_changes_are_the_reference(release: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three transactions in one run of plain changes (inserts, an update with an unchanged TOASTed value, a
+    delete), two committed in the same millisecond: the same records as the events give, each change with its own
+    commit's microseconds (Debezium 3's source ``ts_us``), formatted a column at a time."""
+    from cdckit.dialect.postgres.decoder import ChangeDecoder
+    from cdckit.spark import rows
+    from cdckit.spark.sources import postgres_stream_partition
+    from cdckit.spark.sources.postgres_stream_partition import DecodedRange, LsnRange
+
+    monkeypatch.setattr(rows, "now_ms", lambda: NOW_MS)
+    monkeypatch.setattr(postgres_stream_partition, "now_ms", lambda: NOW_MS)
+    relid = struct.pack(">i", ACCOUNTS.oid)
+    relation = b"R" + relid + b"public\x00accounts\x00d" + struct.pack(">h", 4) + b"".join(
+        struct.pack(">b", flags) + name.encode() + b"\x00" + struct.pack(">ii", oid, typmod)
+        for flags, name, oid, typmod in [(1, "id", 23, -1), (0, "owner", 25, -1),
+                                         (0, "balance", 1700, (12 << 16 | 2) + 4), (0, "opened", 1184, -1)])
+
+    def insert(id_: int, owner: str | None, balance: str) -> bytes:
+        return b"I" + relid + b"N" + _tuple(id_, owner, balance, "2024-03-05 10:20:05.25+00")
+
+    messages = [
+        *_transaction(1000, 1_700_000_000_123_456, 501, 100,
+                      [relation, *(insert(i, f'owner "{i}"' if i % 2 else f"owner {i}", f"{i}.50") for i in range(6))]),
+        *_transaction(2000, 1_700_000_001_000_001, 502, 1010, [
+            b"U" + relid + b"N" + _tuple(3, UNAVAILABLE, "-7.25", None),
+            b"D" + relid + b"K" + _tuple(4, None, None, None), insert(10, None, "0.00")]),
+        *_transaction(3000, 1_700_000_001_000_999, 503, 2010, [insert(11, "late", "12345678.90")]),
+    ]
+    options = {"topic.prefix": "shop", "database.dbname": "db", "cdckit.debezium.format": release}
+    decoded = DecodedRange(options, LsnRange(0, 10_000), "")
+    assert decoded.columnar
+    table_format = TableFormat(ACCOUNTS, decoded.settings)
+    decoded.tables[(ACCOUNTS.schema, ACCOUNTS.name)] = (ACCOUNTS, table_format)
+    decoder = decoded.decoder = ChangeDecoder(0, 10_000, lambda _relation: ACCOUNTS)
+    for lsn, data in messages:
+        if not decoder.take_plain(lsn, data, decoded.formatted_ops):
+            assert not list(decoder.feed(lsn, data))  # the Relation message
+    plain = decoder.plain_changes()
+    assert plain is not None and len(plain) == 10 and len(plain.begins) == 3
+    events = list(decoder.events_of(plain))
+
+    def no_events(_plain: object) -> None:
+        raise AssertionError("the plain changes were made into events")
+
+    monkeypatch.setattr(decoder, "events_of", no_events)
+    formatted = pa.Table.from_batches(list(decoded._formatted_plain(plain))).to_pylist()
+    reference = pa.Table.from_batches(list(arrow_batches(
+        row for event in events for row in event_rows(event, table_format, tombstones=True)))).to_pylist()
+    assert formatted == reference
+    sources = [json.loads(row["value"])["payload"]["source"] for row in formatted if row["value"]]
+    assert [source["ts_ms"] for source in sources] == [1_700_000_000_123] * 6 + [1_700_000_001_000] * 4
+    if release == "3.6":
+        assert [source["ts_us"] for source in sources] == \
+            [1_700_000_000_123_456] * 6 + [1_700_000_001_000_001] * 3 + [1_700_000_001_000_999]
+        assert all(source["ts_ns"] == source["ts_us"] * 1000 for source in sources)

@@ -15,7 +15,7 @@ from cdckit.config import validate
 from cdckit.errors import ConfigurationError
 from cdckit.events import ChangeEvent, Position
 from cdckit.formats.debezium import columnar
-from cdckit.formats.debezium.envelope import TableFormat
+from cdckit.formats.debezium.envelope import TableFormat, format_settings
 from cdckit.formats.debezium.source import SqlServerSource
 
 BASE = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db",
@@ -76,9 +76,64 @@ def test_the_3_6_sql_server_source_takes_the_same_common_fields() -> None:
     assert [f["field"] for f in SqlServerSource().schema["fields"]][5:7] == ["db", "schema"]
 
 
-def test_the_3_6_format_takes_the_reference_formatter() -> None:
-    assert columnar.supports(TableFormat(CUSTOMERS, settings()))
-    assert not columnar.supports(TableFormat(CUSTOMERS, dataclasses.replace(settings(), debezium_format="3.6")))
+@pytest.mark.parametrize("debezium_format", ["2.5", "3.6"])
+def test_both_formats_take_the_columnar_path_for_snapshots_and_streams(debezium_format: str) -> None:
+    """Formatting a column at a time (decision 0022) covers both releases: the snapshot reader and the change
+    reader choose it for 3.6 as for 2.5, and leave only transaction metadata and yboutput to the reference."""
+    from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotReader
+    from cdckit.spark.sources.postgres_stream_partition import DecodedRange, LsnRange
+
+    options = {**BASE, "cdckit.debezium.format": debezium_format}
+    assert columnar.supports(TableFormat(CUSTOMERS, settings(debezium_format=debezium_format)))
+    assert PostgresSnapshotReader(options)._columnar(TableFormat(CUSTOMERS, format_settings(options)))
+    assert DecodedRange(options, LsnRange(0, 1), "").columnar
+    assert not DecodedRange({**options, "provide.transaction.metadata": "true"}, LsnRange(0, 1), "").columnar
+    assert not DecodedRange({**options, "plugin.name": "yboutput"}, LsnRange(0, 1), "").columnar
+    assert not columnar.supports(TableFormat(CUSTOMERS, settings(debezium_format=debezium_format, wrap_values=True)))
+
+
+def test_3_6_streamed_changes_carry_each_commits_own_microseconds_on_the_columnar_path() -> None:
+    """One block of changes from three transactions, committed within the same millisecond and in others: each
+    record's source ``ts_us`` and ``ts_ns`` are its own commit's, and the texts are the reference's."""
+    fmt = TableFormat(CUSTOMERS, settings(debezium_format="3.6"))
+    commits = [1_700_000_000_123_456, 1_700_000_000_123_999, 1_700_000_000_124_001, 1_700_000_000_124_001]
+    events = [event(after={**ROW, "id": str(1001 + i)}, tx_id=771 + i // 2, position=Position(300 + i, 200 + i, 0),
+                    source_ts_ms=micros // 1000, sequence=(None, 200 + i), extra={"source_ts_us": micros})
+              for i, micros in enumerate(commits)]
+    changes = columnar.ColumnarChanges(fmt, fmt.settings.topic_prefix)
+    keys, values = changes.texts(events, 1_700_000_000_500)
+    assert keys is not None
+    assert values.to_pylist() == [fmt.value_json(ev, 1_700_000_000_500) for ev in events]
+    assert keys.to_pylist() == [fmt.key_json(ev.after or {}) for ev in events]
+    sources = [json.loads(value)["payload"]["source"] for value in values.to_pylist()]
+    assert [(source["ts_ms"], source["ts_us"], source["ts_ns"]) for source in sources] == [
+        (micros // 1000, micros, micros * 1000) for micros in commits]
+    payload = json.loads(values[0].as_py())["payload"]
+    assert list(payload) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
+    assert (payload["ts_us"], payload["ts_ns"]) == (1_700_000_000_500_000, 1_700_000_000_500_000_000)
+
+
+def test_3_6_snapshot_reads_on_the_columnar_path_are_the_reference() -> None:
+    """Reads: the source time is known to the millisecond (``ts_us`` is ``ts_ms`` times 1000)."""
+    import pyarrow as pa
+
+    fmt = TableFormat(CUSTOMERS, settings(debezium_format="3.6"))
+    rows = [{**ROW, "id": str(1001 + i)} for i in range(3)]
+    markers = ["first", "true", "last"]
+    columns = {name: pa.array([row[name] for row in rows], type=pa.string()) for name in ROW}
+
+    def read(marker: str) -> ChangeEvent:
+        return columnar.read_event("inventory", "customers", 200, 1_700_000_000_123, 771, marker)
+
+    keys, values = columnar.ColumnarReads(fmt, fmt.settings.topic_prefix).texts(
+        columns, pa.array(markers, type=pa.string()), read, 1_700_000_000_500)
+    expected = [fmt.value_json(dataclasses.replace(read(marker), after=row), 1_700_000_000_500)
+                for row, marker in zip(rows, markers, strict=True)]
+    assert values.to_pylist() == expected
+    assert keys is not None and keys.to_pylist() == [fmt.key_json(row, read=True) for row in rows]
+    source = json.loads(expected[0])["payload"]["source"]
+    assert (source["ts_us"], source["ts_ns"], source["snapshot"]) == (1_700_000_000_123_000,
+                                                                      1_700_000_000_123_000_000, "first")
 
 
 def test_the_setting_is_checked() -> None:

@@ -14,7 +14,8 @@ columns:
   between rows only in ``snapshot``) and the rest are constants of the block.
 
 ``ColumnarChanges`` does the same for a block of a table's streamed changes, with before images, values the
-change did not carry (unchanged TOASTed ones) and the source block's per-change fields. Neither writes
+change did not carry (unchanged TOASTed ones) and the source block's per-change fields. Both write either
+release's records, Debezium 2.5.2's or 3.6.0's (``cdckit.debezium.format``, decision 0028). Neither writes
 transaction blocks or yboutput's wrapped values (``supports``): those stay with the reference.
 Pure: pyarrow and NumPy, no Spark, no database.
 """
@@ -28,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from cdckit.errors import UnsupportedValueError
 from cdckit.events import UNAVAILABLE, ChangeEvent, Position
 from cdckit.formats.arrow_text import Parts, join, joined, merge, parts
-from cdckit.formats.debezium.envelope import TableFormat, dumps
+from cdckit.formats.debezium.envelope import FormatSettings, TableFormat, dumps
 from cdckit.formats.debezium.postgres_types import ColumnType
+from cdckit.formats.debezium.source import FORMATS, source_microseconds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,9 +50,22 @@ _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 def supports(table_format: TableFormat) -> bool:
-    """Whether ``ColumnarReads`` formats this table's snapshot reads (PostgreSQL's connector, no yboutput)."""
-    settings = table_format.settings
-    return settings.connector == "postgresql" and not settings.wrap_values and settings.debezium_format == "2.5"
+    """Whether ``ColumnarReads`` and ``ColumnarChanges`` format this table's records (``supports_settings``)."""
+    return supports_settings(table_format.settings)
+
+
+def supports_settings(settings: FormatSettings) -> bool:
+    """Whether these settings' records are formatted a column at a time: PostgreSQL's connector, no yboutput,
+    either Debezium release (decision 0028)."""
+    return settings.connector == "postgresql" and not settings.wrap_values and settings.debezium_format in FORMATS
+
+
+def _around_op(ts_ms: int, version_3: bool) -> tuple[str, str]:
+    """The payload's text after ``source`` (no transaction metadata, processing time ``ts_ms``), in the release's
+    order: what comes before the op's letter and what comes after it, the payload's closing brace included."""
+    if version_3:  # Debezium 3: the transaction block before op, the processing time in finer units too
+        return ',"transaction":null,"op":"', f'","ts_ms":{ts_ms},"ts_us":{ts_ms * 1000},"ts_ns":{ts_ms * 1_000_000}}}'
+    return ',"op":"', f'","ts_ms":{ts_ms},"transaction":null}}'
 
 
 class _Converter:
@@ -260,8 +275,9 @@ class ColumnarReads(_TableConverters):
         encoded = markers.dictionary_encode()
         sources = pa.array([self._source(event(marker)) for marker in encoded.dictionary.to_pylist()],
                            type=pa.large_string()).take(encoded.indices)
+        before_op, after_op = _around_op(ts_ms, self.format.version_3)
         value = join(self.value_prefix + '{"before":null,"after":', after, ',"source":', sources,
-                      f',"op":"r","ts_ms":{ts_ms},"transaction":null}}' + self.value_suffix)
+                     before_op + "r" + after_op + self.value_suffix)
         if key is None:
             return None, value
         return join(self.key_prefix, key, self.key_suffix), value
@@ -303,8 +319,8 @@ class CannotFormat(Exception):
     """A block ``ColumnarChanges`` leaves to the reference (a key value the change did not carry)."""
 
 
-# The source block's fields that differ from one streamed change to the next.
-_VARYING_SOURCE = ("ts_ms", "sequence", "txId", "lsn")
+# The source block's fields that differ from one streamed change to the next (``ts_us`` and ``ts_ns``: Debezium 3's).
+_VARYING_SOURCE = ("ts_ms", "sequence", "ts_us", "ts_ns", "txId", "lsn")
 
 
 @dataclass(frozen=True)
@@ -330,6 +346,9 @@ class ChangeBlock:
     after: Image
     keys: Mapping[str, pa.Array] | None
     source_ts_ms: pa.Array
+    # the source time in microseconds, which Debezium 3's source block carries: a streamed PostgreSQL change's
+    # commit's own (its transaction's Begin), else ``source_ts_ms`` in microseconds (``source_microseconds``)
+    source_ts_us: pa.Array
     tx_ids: pa.Array
     lsns: pa.Array
     last_commits: pa.Array  # the sequence's first element: the last commit before the change (null: none)
@@ -369,9 +388,9 @@ class ColumnarChanges(_TableConverters):
         return ChangeBlock(
             pa.array([event.op for event in events], type=pa.string()),
             self._image([event.before for event in events]), self._image([event.after for event in events]), keys,
-            numbers([event.source_ts_ms for event in events]), numbers([event.tx_id for event in events]),
-            numbers([event.position.lsn for event in events]), numbers([event.sequence[0] for event in events]),
-            events[0])
+            numbers([event.source_ts_ms for event in events]), numbers([source_microseconds(e) for e in events]),
+            numbers([event.tx_id for event in events]), numbers([event.position.lsn for event in events]),
+            numbers([event.sequence[0] for event in events]), events[0])
 
     def _image(self, images: Sequence[Mapping[str, object] | None]) -> Image:
         import pyarrow as pa
@@ -402,9 +421,9 @@ class ColumnarChanges(_TableConverters):
                 key = join(self.key_prefix, _struct(self.keys, block.keys, rows), self.key_suffix)
         except UnsupportedValueError as error:
             raise UnsupportedValueError(f"table {table.schema}.{table.name}: {error}") from None
+        before_op, after_op = _around_op(ts_ms, self.format.version_3)
         value = join(self.value_prefix + '{"before":', before, ',"after":', after, ',"source":',
-                      self._sources(block), ',"op":"', block.ops, f'","ts_ms":{ts_ms},"transaction":null}}'
-                      + self.value_suffix)
+                     self._sources(block), before_op, block.ops, after_op + self.value_suffix)
         return key, value
 
     def _image_texts(self, image: Image, rows: int) -> pa.Array | Parts:
@@ -437,13 +456,16 @@ class ColumnarChanges(_TableConverters):
             return pc.fill_null(join('\\"', values.cast(pa.large_string()), '\\"'),
                                 pa.scalar("null", pa.large_string()))
 
-        varying = {
+        varying: dict[str, Any] = {
             "ts_ms": numbers(block.source_ts_ms),
             "txId": numbers(block.tx_ids),
             "lsn": numbers(block.lsns),
             "sequence": parts('"[', quoted(block.last_commits), ",", quoted(block.lsns), ']"'),
         }
         probe = self.format.source.payload(block.first, self.topic_prefix, self.format.database)
+        if "ts_us" in probe:  # Debezium 3's source time in finer units
+            varying["ts_us"] = numbers(block.source_ts_us)
+            varying["ts_ns"] = numbers(pc.multiply_checked(block.source_ts_us, 1000))
         items: list[Any] = []
         for index, (name, value) in enumerate(probe.items()):
             items.append(("{" if index == 0 else ",") + dumps(name) + ":")

@@ -33,7 +33,7 @@ SNAPSHOT_ENUM_3: dict[str, Any] = {
     "parameters": {"allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"}}
 
 
-def _microseconds(event: ChangeEvent) -> int:
+def source_microseconds(event: ChangeEvent) -> int:
     """The source time in microseconds: the commit's own where the source gave it, else ``ts_ms`` in them."""
     micros = event.extra.get("source_ts_us")
     return int(str(micros)) if micros is not None else event.source_ts_ms * 1000
@@ -78,7 +78,7 @@ class PostgresSource:
                                 "connector": self.connector, "name": topic_prefix, "ts_ms": event.source_ts_ms,
                                 "snapshot": event.snapshot, "db": database, "sequence": sequence}
         if self.version_3:
-            micros = _microseconds(event)
+            micros = source_microseconds(event)
             head.update(ts_us=micros, ts_ns=micros * 1000)
         own: dict[str, Any] = {"schema": event.schema, "table": event.table, "txId": event.tx_id,
                                "lsn": event.position.lsn, "xmin": None}
@@ -134,7 +134,7 @@ class SqlServerSource:
             "db": event.database or database,
         }
         if self.version_3:
-            micros = _microseconds(event)
+            micros = source_microseconds(event)
             payload.update(ts_us=micros, ts_ns=micros * 1000)
         return {
             **payload,

@@ -106,11 +106,10 @@ class DecodedRange:
             lambda event: f"{event.tx_id}:{event.position.commit_lsn}" if yugabyte else str(event.tx_id),
             self.history.version, None if yugabyte else xid_at_lsn)
         self.formatted_ops = frozenset({"c", "u", "d"} - skipped_operations(options))
-        # Debezium envelopes without transaction blocks are formatted a column at a time (columnar.py); the
-        # rest, and what those tables' formats do not support, a record at a time.
+        # Debezium envelopes without transaction blocks are formatted a column at a time (columnar.py), in either
+        # release's format; the rest, and what those tables' formats do not support, a record at a time.
         self.columnar = (isinstance(self.records, RecordBuilder) and not self.records.with_transactions
-                         and not self.settings.wrap_values and self.settings.connector == "postgresql"
-                         and self.settings.debezium_format == "2.5")
+                         and columnar.supports_settings(self.settings))
         self._converters: dict[TableFormat, columnar.ColumnarChanges] = {}  # by the format (its identity)
 
     def items(self, plain_ops: frozenset[str] | None = None) -> Iterator[ChangeEvent | EventRow | PlainChanges]:
@@ -311,6 +310,7 @@ class _TransactionColumns:
 
     def __init__(self, plain: PlainChanges) -> None:
         begins = plain.begins
+        self.source_ts_us = pa.array([begin.commit_time_us for begin, _, _ in begins], type=pa.int64())
         self.source_ts_ms = pa.array([begin.commit_time_us // 1000 for begin, _, _ in begins], type=pa.int64())
         self.tx_ids = pa.array([begin.xid for begin, _, _ in begins], type=pa.int64())
         # ordering needs only a value that sorts transactions by commit: the commit record's start (as feed gives)
@@ -355,6 +355,7 @@ def _plain_block(converters: columnar.ColumnarChanges, buffer: Any, starts: Any,
     before = columnar.Image(deletes if pc.any(kept).as_py() else None, texts, unavailable)
     after = columnar.Image(kept if pc.any(deletes).as_py() else None, texts, unavailable)
     source_ts_ms = per_transaction.source_ts_ms.take(transactions)
+    source_ts_us = per_transaction.source_ts_us.take(transactions)
     tx_ids = per_transaction.tx_ids.take(transactions)
     last_commits = per_transaction.last_commits.take(transactions)
     first_index = transactions[0].as_py()
@@ -362,4 +363,5 @@ def _plain_block(converters: columnar.ColumnarChanges, buffer: Any, starts: Any,
                         Position(per_transaction.commit_lsns[first_index].as_py(), lsns[0].as_py(), 0),
                         source_ts_ms[0].as_py(), tx_ids[0].as_py(), sequence=(last_commits[0].as_py(),
                                                                                 lsns[0].as_py()))
-    return columnar.ChangeBlock(ops, before, after, keys, source_ts_ms, tx_ids, lsns, last_commits, first)
+    return columnar.ChangeBlock(ops, before, after, keys, source_ts_ms, source_ts_us, tx_ids, lsns, last_commits,
+                                first)
