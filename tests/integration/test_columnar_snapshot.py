@@ -1,8 +1,8 @@
 """The PostgreSQL snapshot reader's column-at-a-time path against its row-at-a-time reference, on a real server:
 every chunk of a table of mixed types (plain values, values the kernels leave to the reference, nulls) gives the
 same records, key and value texts byte for byte, in the same order, with the snapshot markers on the same rows,
-whatever the fetch size. Only the processing time (the envelope's ``ts_ms``) is taken once a block instead of
-once a row."""
+whatever the fetch size, in either release's records (``cdckit.debezium.format``). Only the processing time (the
+envelope's ``ts_ms``, and Debezium 3's ``ts_us`` and ``ts_ns``) is taken once a block instead of once a row."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from cdckit.spark.sources import postgres_snapshot
 from cdckit.spark.sources.postgres_snapshot import PostgresSnapshotReader, SnapshotPartition
 
 pytestmark = [pytest.mark.postgres]
-PROCESSING_TIME = re.compile(r'"op":"r","ts_ms":\d+,')
+PROCESSING_TIME = re.compile(r'("op":"r","ts_ms":)\d+(?:,"ts_us":\d+,"ts_ns":\d+)?')
+RELEASES = pytest.mark.parametrize("release", ["2.5", "3.6"])
 
 TABLE = """CREATE TABLE public.mixed (
     id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL, wide numeric(30,4),
@@ -51,22 +52,24 @@ FROM generate_series(1, 700) g"""
 
 def _records(batches: Any) -> list[tuple[Any, ...]]:
     table = pa.Table.from_batches(list(batches))
-    return [(row["topic"], row["key"], PROCESSING_TIME.sub('"op":"r","ts_ms":0,', row["value"]), row["table"],
+    return [(row["topic"], row["key"], PROCESSING_TIME.sub(r"\g<1>0", row["value"]), row["table"],
              row["op"], row["commit_lsn"], row["lsn"], row["serial"], row["source_ts_ms"], row["headers"])
             for row in table.to_pylist()]
 
 
+@RELEASES
 @pytest.mark.parametrize(("fetch_size", "piece"), [("1", None), ("64", None), ("10240", None), ("10240", 100)],
                          ids=["fetch-1", "fetch-64", "fetch-10240", "fetch-10240-formatted-by-100"])
 def test_columnar_snapshot_records_equal_the_row_by_row_reference(postgres: Any, database: str, workdir: Path,
-                                                                  fetch_size: str, piece: int | None,
+                                                                  fetch_size: str, piece: int | None, release: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     if piece is not None:  # a fetched block larger than what is formatted at once
         monkeypatch.setattr(postgres_snapshot, "ARROW_BATCH_ROWS", piece)
     execute(postgres.dsn(database), TABLE, FILL)
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.mixed",
                                                          "cdckit.snapshot.chunk.rows": "250",
-                                                         "snapshot.fetch.size": fetch_size})
+                                                         "snapshot.fetch.size": fetch_size,
+                                                         "cdckit.debezium.format": release})
     options, _tables = prepare_source(config)
     exported = create_slot_exporting_snapshot(options)
     try:
@@ -79,6 +82,7 @@ def test_columnar_snapshot_records_equal_the_row_by_row_reference(postgres: Any,
         markers: list[str] = []
         for partition in partitions:
             table_format = TableFormat(partition.table, format_settings(reader_options))
+            assert reader._columnar(table_format)
             columnar = _records(reader.columnar_batches(partition, table_format))
             reference = _records(arrow_batches(reader.rows(partition)))
             assert columnar == reference, f"chunk {partition.chunk.index}"
@@ -99,18 +103,21 @@ READINGS_ROWS = """INSERT INTO public.readings VALUES
     (4, NULL, '-Infinity', '-Infinity', '-Infinity', NULL, NULL, NULL)"""
 
 
+@RELEASES
 @pytest.mark.parametrize(("mode", "numerics"), [
     ("precise", [None, None, None, None, None]),  # as Debezium 2.5.2's snapshot writes them (with an error logged)
     ("string", ["NAN", "NAN", "NAN", "POSITIVE_INFINITY", "NEGATIVE_INFINITY"]),
     ("double", ["NaN", "NaN", "NaN", "Infinity", "-Infinity"]),
 ])
 def test_special_values_in_a_columnar_snapshot_equal_the_reference(postgres: Any, database: str, workdir: Path,
-                                                                   mode: str, numerics: list[Any]) -> None:
+                                                                   mode: str, numerics: list[Any],
+                                                                   release: str) -> None:
     """NaN and the infinities of numerics (with and without a typmod) and floats, infinite dates and timestamps:
     the COPY output read in columns gives the row-by-row reference's records."""
     execute(postgres.dsn(database), READINGS, READINGS_ROWS)
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.readings",
-                                                         "decimal.handling.mode": mode})
+                                                         "decimal.handling.mode": mode,
+                                                         "cdckit.debezium.format": release})
     options, _tables = prepare_source(config)
     exported = create_slot_exporting_snapshot(options)
     try:

@@ -1,8 +1,10 @@
 """The PostgreSQL change reader's column-at-a-time path against its record-at-a-time reference, on a real slot:
 inserts, updates, deletes (with their tombstones), primary-key updates, unchanged TOASTed values, two tables
 interleaved in one transaction, a column added part-way, full old images and a heartbeat give the same records,
-key and value texts byte for byte, in the same order. Only the processing time (the envelope's ``ts_ms``) is
-taken once a run of changes instead of once a change. Plain changes are decoded a column at a time."""
+key and value texts byte for byte, in the same order, in either release's records (``cdckit.debezium.format``;
+Debezium 3's source block carries each commit's own microseconds). Only the processing time (the envelope's
+``ts_ms``, and Debezium 3's ``ts_us`` and ``ts_ns``) is taken once a run of changes instead of once a change. Plain
+changes are decoded a column at a time."""
 
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.pipelines.dispatch import prepare_source
 from cdckit.spark.rows import arrow_batches
 from cdckit.spark.sources.postgres_stream import PostgresChangeStreamReader
-from cdckit.spark.sources.postgres_stream_partition import LsnRange
+from cdckit.spark.sources.postgres_stream_partition import DecodedRange, LsnRange
 
 pytestmark = [pytest.mark.postgres]
-PROCESSING_TIME = re.compile(r'("op":"[cud]","ts_ms":)\d+,')
+PROCESSING_TIME = re.compile(r'("op":"[cud]","ts_ms":)\d+(?:,"ts_us":\d+,"ts_ns":\d+)?')
 
 CHANGES = [
     "INSERT INTO public.accounts SELECT g, 'owner ' || g, g * 1.5, "
@@ -51,7 +53,7 @@ CHANGES = [
 
 def _records(batches: Any) -> list[tuple[Any, ...]]:
     rows = pa.Table.from_batches(list(batches)).to_pylist()
-    return [(r["topic"], r["key"], r["value"] and PROCESSING_TIME.sub(r"\g<1>0,", r["value"]), r["table"], r["op"],
+    return [(r["topic"], r["key"], r["value"] and PROCESSING_TIME.sub(r"\g<1>0", r["value"]), r["table"], r["op"],
              r["commit_lsn"], r["lsn"], r["serial"], 0 if r["op"].startswith("_") else r["source_ts_ms"], r["headers"],
              r["value_binary"]) for r in rows]  # a control row (a structure for the driver) is stamped when made
 
@@ -62,11 +64,13 @@ READING = {"runs": (1024 * 1024, decoder.MIN_RUN), "small-blocks": (300, 2), "ev
            "message-by-message": (1024 * 1024, 10**9)}
 
 
+@pytest.mark.parametrize("release", ["2.5", "3.6"])
 @pytest.mark.parametrize("reading", list(READING))
 @pytest.mark.parametrize("settings", [{}, {"tombstones.on.delete": "false", "value.converter.schemas.enable": "false",
                                            "skipped.operations": "u"}], ids=["default", "no-tombstones-no-updates"])
 def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: Any, database: str, workdir: Path,
                                                                       settings: dict[str, str], reading: str,
+                                                                      release: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     read_size, min_run = READING[reading]
     dsn = postgres.dsn(database)
@@ -74,7 +78,7 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
                  "opened timestamptz)",
             "CREATE TABLE public.notes (id int PRIMARY KEY, body varchar(100), done boolean)")
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.(accounts|notes)",
-                                                         **settings})
+                                                         "cdckit.debezium.format": release, **settings})
     options, _tables = prepare_source(config)
     exported = create_slot_exporting_snapshot(options)
     exported.release()
@@ -102,6 +106,7 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
     monkeypatch.setattr(ChangeDecoder, "take_plain", taken)
     monkeypatch.setattr(peek, "_READ_SIZE", read_size)
     monkeypatch.setattr(decoder, "MIN_RUN", min_run)
+    assert DecodedRange(reader.options, partition, reader.slot_name).columnar  # either release, no fallback
     columnar = _records(reader.read(partition))
     # plain changes (inserts, updates without an old image, deletes) are decoded a column at a time
     assert decoded_one_by_one < len(columnar) / 4
@@ -132,3 +137,11 @@ def test_columnar_stream_records_equal_the_record_by_record_reference(postgres: 
     assert set(ops) == {"_schema", "c", "d", "hb"} | ({"u", "tombstone"} if not settings else set())
     assert len(columnar) > 350
     assert any("__debezium_unavailable_value" in (record[2] or "") for record in columnar)
+    if release == "3.6":  # each change's source time is its commit's own, to the microsecond (pgoutput's Begin)
+        documents = [json.loads(record[2]) for record in data if record[2]]
+        sources = [document.get("payload", document)["source"] for document in documents]
+        assert all(source["ts_us"] // 1000 == source["ts_ms"] and source["ts_ns"] == source["ts_us"] * 1000
+                   for source in sources)
+        assert any(source["ts_us"] % 1000 for source in sources)
+        transactions = {source["txId"] for source in sources}
+        assert len(transactions) > 5 and len({(s["txId"], s["ts_us"]) for s in sources}) == len(transactions)
