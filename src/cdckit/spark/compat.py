@@ -31,7 +31,7 @@ from py4j.protocol import Py4JError
 
 from cdckit import versions
 from cdckit.errors import CdcKitError
-from cdckit.spark.batch_sizes import BatchSizes
+from cdckit.spark.batch_sizes import FIRST, BatchSizes
 from cdckit.state import StateStore
 
 __all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "CHECKPOINT_FILE_MANAGER", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT",
@@ -164,13 +164,12 @@ class SelfBoundedReader:
         raise NotImplementedError
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.sizes.size)
+        return ReadMaxRows(self.sizes.fixed or FIRST)
 
     def batch_bound(self, limit: Any) -> int:
-        """How many changes the next batch may take: everything under ``ReadAllAvailable``, else
-        ``max.batch.size`` where set, else the adapted bound (the only ``ReadMaxRows`` Spark hands a Python source
-        is its own default read limit)."""
-        if self.sizes.adaptive and not isinstance(limit, ReadAllAvailable):
+        """How many changes the next batch may take under ``limit``: everything under ``ReadAllAvailable``, the
+        adapted bound under the default read limit where ``max.batch.size`` is not set, else the limit's rows."""
+        if self.sizes.adaptive and limit == ReadMaxRows(FIRST):
             return self.sizes.size
         return read_limit_rows(limit, self.sizes.size)
 
