@@ -6,6 +6,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg2.extensions import connection as Connection
 
@@ -141,7 +142,7 @@ def discover_tables(conn: Connection, options: Mapping[str, str], *, tell: bool 
         raise TableNotFoundError(f"no table in database '{dbname}' matches the include/exclude lists; "
                                  f"check table.include.list and schema.include.list")
     # No commit here: callers may be reading inside an exported snapshot's transaction.
-    tables = [load_table(conn, schema, table, options) for schema, table in chosen]
+    tables = load_tables(conn, chosen, options)
     keys = parse_message_key_columns(options.get("message.key.columns", ""))
     for table in tables if tell else ():
         if emitted_key_columns(keys, table.qualified_name, table.key_columns):
@@ -163,7 +164,7 @@ def discover_tables(conn: Connection, options: Mapping[str, str], *, tell: bool 
 
 # The enum labels are those of the column's type or, for an array of an enum, of its element type.
 _COLUMNS_SQL = """
-SELECT a.attname, NOT a.attnotnull, bt.oid, bt.typname,
+SELECT a.attrelid, a.attname, NOT a.attnotnull, bt.oid, bt.typname,
        CASE WHEN t.typtype = 'd' AND t.typtypmod <> -1 THEN t.typtypmod ELSE a.atttypmod END,
        (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
         WHERE e.enumtypid = CASE WHEN bt.typcategory = 'A' THEN bt.typelem ELSE bt.oid END),
@@ -173,46 +174,63 @@ FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
 JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
+WHERE a.attrelid = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum
 """
 # A column's DEFAULT is read as Debezium reads it (pgjdbc's getColumns: pg_get_expr of pg_attrdef); Debezium finds
 # no parser for a domain type's name, so a domain column has none.
 
 _KEY_SQL = """
-SELECT a.attname FROM pg_index i
+SELECT i.indrelid, a.attname FROM pg_index i
 JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) ON true
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord
+WHERE i.indrelid = ANY(%s) AND i.indisprimary ORDER BY i.indrelid, k.ord
 """
 
 
 def load_table(conn: Connection, schema: str, table: str, options: Mapping[str, str]) -> TableInfo:
+    return load_tables(conn, [(schema, table)], options)[0]
+
+
+def load_tables(conn: Connection, names: Sequence[tuple[str, str]], options: Mapping[str, str]) -> list[TableInfo]:
+    """The (schema, table) tables named, in that order, with columns and keys: three statements for them all."""
+    if not names:
+        return []
     with conn.cursor() as cur:
-        cur.execute(f"SELECT c.oid, c.relreplident, {ESTIMATED_ROWS_SQL}, c.relkind = 'p' "
+        cur.execute(f"SELECT n.nspname, c.relname, c.oid, c.relreplident, {ESTIMATED_ROWS_SQL}, c.relkind = 'p' "
                     "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                    "WHERE n.nspname = %s AND c.relname = %s",
-                    (schema, table))
-        found = cur.fetchone()
-        if found is None:
-            raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
-                                     f"'{options.get('database.dbname', '')}'")
-        oid, replica_identity, estimated_rows = int(found[0]), str(found[1]), int(found[2])
-        partitioned = pg_bool(found[3])
+                    "JOIN unnest(%s::text[], %s::text[]) AS w(s, t) ON n.nspname = w.s AND c.relname = w.t",
+                    ([schema for schema, _ in names], [table for _, table in names]))
+        found = {(str(row[0]), str(row[1])): row[2:] for row in cur.fetchall()}
+        for schema, table in names:
+            if (schema, table) not in found:
+                raise TableNotFoundError(f"table {schema}.{table} does not exist in database "
+                                         f"'{options.get('database.dbname', '')}'")
+        oids = [int(found[name][0]) for name in names]
         generated_sql = "a.attgenerated <> ''" if ServerVersion.of(conn).has_generated_columns else "false"
-        cur.execute(_COLUMNS_SQL.format(generated=generated_sql), (oid,))
-        described = cur.fetchall()
+        cur.execute(_COLUMNS_SQL.format(generated=generated_sql), (oids,))
+        described: dict[int, list[tuple[Any, ...]]] = {}
+        for row in cur.fetchall():
+            described.setdefault(int(row[0]), []).append(row[1:])
+        cur.execute(_KEY_SQL, (oids,))
+        keys: dict[int, list[str]] = {}
+        for relid, name in cur.fetchall():
+            keys.setdefault(int(relid), []).append(str(name))
+    tables = []
+    for (schema, table), oid in zip(names, oids, strict=True):
+        _, replica_identity, estimated_rows, partitioned = found[(schema, table)]
+        rows = described.get(oid, [])
         columns = tuple(
             ColumnType(name=str(name), type_name=str(type_name), type_oid=int(type_oid), modifier=int(modifier),
                        optional=pg_bool(optional), enum_values=_enum_labels(labels),
                        default_expression=None if default is None else str(default))
-            for name, optional, type_oid, type_name, modifier, labels, _, default in described)
-        generated = tuple(str(row[0]) for row in described if pg_bool(row[6]))
-        cur.execute(_KEY_SQL, (oid,))
-        key_columns = tuple(str(row[0]) for row in cur.fetchall())
-    return TableInfo(schema, table, oid, columns, key_columns, replica_identity, estimated_rows,
-                     column_filter=_column_filter(schema, table, columns, key_columns, options),
-                     generated_columns=generated, partitioned=partitioned)
+            for name, optional, type_oid, type_name, modifier, labels, _, default in rows)
+        generated = tuple(str(row[0]) for row in rows if pg_bool(row[6]))
+        key_columns = tuple(keys.get(oid, []))
+        tables.append(TableInfo(schema, table, oid, columns, key_columns, str(replica_identity), int(estimated_rows),
+                                column_filter=_column_filter(schema, table, columns, key_columns, options),
+                                generated_columns=generated, partitioned=pg_bool(partitioned)))
+    return tables
 
 
 def pg_bool(value: object) -> bool:
@@ -270,8 +288,8 @@ def table_from_relation(conn: Connection, namespace: str, name: str, relation_id
                     "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
                     "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped", (relation_id,))
         catalog = {str(n): (pg_bool(v), None if default is None else str(default)) for n, v, default in cur.fetchall()}
-        cur.execute(_KEY_SQL, (relation_id,))
-        key = tuple(str(row[0]) for row in cur.fetchall())
+        cur.execute(_KEY_SQL, ([relation_id],))
+        key = tuple(str(row[1]) for row in cur.fetchall())
         cur.execute("SELECT c.relreplident FROM pg_class c WHERE c.oid = %s", (relation_id,))
         found = cur.fetchone()
     described = []
