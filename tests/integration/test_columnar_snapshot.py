@@ -136,3 +136,32 @@ def test_special_values_in_a_columnar_snapshot_equal_the_reference(postgres: Any
     assert [after[2]["v"], after[3]["v"], after[2]["n"], after[3]["n"], after[4]["n"]] == numerics
     assert [after[i]["f"] for i in (2, 3, 4)] == [after[i]["r"] for i in (2, 3, 4)] == ["NaN", "Infinity", "-Infinity"]
     assert after[2]["tz"] == "infinity" and after[3]["tz"] == "-infinity"
+
+
+def test_rows_over_4_mib_in_a_columnar_snapshot_equal_the_reference(postgres: Any, database: str,
+                                                                    workdir: Path) -> None:
+    """Rows longer than the CSV reader's block (read in blocks of at most twice the longest row): the same records
+    as the row-by-row reference, the markers on the same rows."""
+    big = 5 * 1024 * 1024
+    execute(postgres.dsn(database), "CREATE TABLE public.huge (id int PRIMARY KEY, body text, doc jsonb)",
+            f"INSERT INTO public.huge SELECT g, CASE WHEN g IN (1, 150, 300) THEN repeat(md5(g::text), {big // 32}) "
+            f"ELSE repeat('r', 500) || g END, jsonb_build_object('g', g) FROM generate_series(1, 300) g")
+    config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.huge"})
+    options, _tables = prepare_source(config)
+    exported = create_slot_exporting_snapshot(options)
+    try:
+        reader_options = {**config.as_properties(include_secrets=True), "cdckit.snapshot.name": exported.snapshot_name,
+                          "cdckit.snapshot.lsn": format_lsn(exported.consistent_point),
+                          "cdckit.snapshot.ts_ms": "1700000000000"}
+        reader = PostgresSnapshotReader(reader_options)
+        [partition] = [p for p in reader.partitions() if isinstance(p, SnapshotPartition)]
+        table_format = TableFormat(partition.table, format_settings(reader_options))
+        batches = list(reader.columnar_batches(partition, table_format))
+        columnar = _records(batches)
+        assert columnar == _records(arrow_batches(reader.rows(partition)))
+    finally:
+        exported.release()
+    assert len(columnar) == 300 and len(batches) >= 3  # a block for each long row at least
+    markers = [re.search(r'"snapshot":"(\w+)"', value).group(1)  # type: ignore[union-attr]
+               for _topic, _key, value, *_ in columnar]
+    assert markers[0] == "first" and markers[-1] == "last" and set(markers[1:-1]) == {"true"}

@@ -107,3 +107,52 @@ def test_any_text_reads_the_same(postgres: Any, database: str, workdir: Path, va
     copied, reference = _read_both(_options(postgres, database, workdir), postgres.dsn(database), "generated", 3)
     assert copied == reference
     assert [row[1] for row in copied] == values
+
+
+def test_a_table_past_1024_chunks_is_read_in_chunks_of_chunk_rows(postgres: Any, database: str,
+                                                                 workdir: Path) -> None:
+    """20,000 rows at 10 rows a chunk: 2,000 chunks of at most 10 rows (not 1,024 growing with the table), every
+    row read once; without a key, page ranges of one page (the least a page range holds)."""
+    dsn = postgres.dsn(database)
+    execute(dsn, "CREATE TABLE public.keyed (id bigint PRIMARY KEY, v text)",
+            "INSERT INTO public.keyed SELECT g, 'v' || g FROM generate_series(1, 20000) g",
+            "CREATE TABLE public.heap (id bigint, v text)",
+            "INSERT INTO public.heap SELECT g, 'v' || g FROM generate_series(1, 20000) g",
+            "ANALYZE public.keyed", "ANALYZE public.heap")
+    options = _options(postgres, database, workdir)
+    with closing(connect(options)) as conn:
+        tables = [load_table(conn, "public", name, options) for name in ("keyed", "heap")]
+        chunks = snapshot.plan_chunks(conn, tables, 10)
+    with exported(dsn) as snapshot_name, snapshot.under_snapshot(options, snapshot_name) as conn:
+        for table in tables:
+            planned = [c for c in chunks if c.table == table.name]
+            sizes = [sum(len(block) for block in read_chunk_blocks(options, snapshot_name, table, chunk, 100, conn))
+                     for chunk in planned]
+            assert sum(sizes) == 20_000, table.name
+            if table.name == "keyed":  # key ranges of 10 keys
+                assert len(planned) == 2_000 and max(sizes) == 10
+                assert all(c.rows <= 10 for c in planned)
+            else:  # page ranges: a page holds more than 10 of these rows, so a page each
+                assert len(planned) > 100 and all(c.upper - c.lower == 1 for c in planned[1:-1])  # type: ignore[operator]
+
+
+def test_rows_over_4_mib_are_read_in_blocks_bounded_in_bytes(postgres: Any, database: str, workdir: Path) -> None:
+    """A chunk of 30 MB with a few rows of 5 MiB: Arrow parses it in blocks of at most twice the longest row (not
+    the whole chunk in one), each value the text a query gives."""
+    big = 5 * 1024 * 1024
+    execute(postgres.dsn(database), "CREATE TABLE public.huge (id int PRIMARY KEY, body text)",
+            f"INSERT INTO public.huge SELECT g, CASE WHEN g % 1000 = 7 THEN repeat(md5(g::text), {big // 32}) "
+            f"ELSE repeat('r', 500) || g END FROM generate_series(1, 4000) g")
+    options = _options(postgres, database, workdir)
+    with closing(connect(options)) as conn:
+        table = load_table(conn, "public", "huge", options)
+    chunk = SnapshotChunk("public", "huge", 0, "all", None, None)
+    with exported(postgres.dsn(database)) as snapshot_name:
+        blocks = list(read_chunk_columns(options, snapshot_name, table, chunk, 10_240))
+        reference = [row for block in read_chunk_blocks(options, snapshot_name, table, chunk, 50) for row in block]
+    sizes = [sum(column.nbytes for column in block.values()) for block in blocks]
+    assert sum(sizes) > 20 * 1024 * 1024
+    assert max(sizes) <= 2 * big + 64 * 1024, sizes
+    copied = [row for block in blocks for row in zip(*[column.to_pylist() for column in block.values()], strict=True)]
+    assert copied == reference
+    assert [len(row[1]) for row in copied if row[0] in ("7", "1007", "2007", "3007")] == [big] * 4
