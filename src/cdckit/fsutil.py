@@ -62,10 +62,12 @@ def sync_folder(path: Path | str) -> None:
         os.close(descriptor)
 
 
-def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVATE_FOLDER) -> Path:
+def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVATE_FOLDER,
+                   unsynced: set[Path] | None = None) -> Path:
     """Create ``path`` and its missing parents, each ``mode`` (``0700``); an existing folder is kept as it is. With
     ``follow_link=False`` a symbolic link at ``path`` itself is refused (``FileExistsError``) instead of used. The
-    parent of each folder created is synced once (``sync_folder``)."""
+    parent of each folder created is synced once (``sync_folder``), or, given ``unsynced``, added to it for the
+    caller to sync."""
     path = Path(path)
     missing: list[Path] = []
     current = path
@@ -77,7 +79,10 @@ def private_folder(path: Path | str, follow_link: bool = True, mode: int = PRIVA
             os.mkdir(folder, mode)
             os.chmod(folder, mode)  # exactly: the process's umask may have taken bits the setting gives
     for parent in dict.fromkeys(folder.parent for folder in reversed(missing)):
-        sync_folder(parent)
+        if unsynced is None:
+            sync_folder(parent)
+        else:
+            unsynced.add(parent)
     status = os.lstat(path)
     if stat.S_ISLNK(status.st_mode) and not follow_link:
         raise FileExistsError(errno.EEXIST, "a symbolic link stands where cdckit makes a folder; remove it",

@@ -68,8 +68,9 @@ def test_a_commit_syncs_each_files_folder_once_after_its_rename(tmp_path: Path, 
     batches = [_rows(["p.a", "p.b", "p.a"]), _rows(["p.b", "p.a"])]
     assert TopicFiles(str(output), "stream-000000000001-00000", direct=direct).write_all(batches) == {
         "p.a": 3, "p.b": 2}
-    # the new folders' entries: the output's in its parent, the topics' in the output, each parent synced once
-    assert _synced(events) == {tmp_path: 1, output: 2, output / "p.a": 1, output / "p.b": 1}
+    # the new folders' entries: the output's in its parent, the topics' in the output, each parent synced once, by
+    # the commit
+    assert _synced(events) == {tmp_path: 1, output: 1, output / "p.a": 1, output / "p.b": 1}
     for topic in ("p.a", "p.b"):
         final = output / topic / "stream-000000000001-00000.jsonl"
         renamed = events.index(("rename", final))
@@ -80,6 +81,19 @@ def test_a_commit_syncs_each_files_folder_once_after_its_rename(tmp_path: Path, 
     TopicFiles(str(output), "stream-000000000002-00000", direct=direct).write_all(batches)
     assert _synced(events) == {output / "p.a": 1, output / "p.b": 1}
     assert [kind for kind, _ in events] == ["rename", "rename", "sync", "sync"]
+
+
+def test_a_commit_of_many_topics_syncs_every_folder_once_after_every_rename(tmp_path: Path, events: Events) -> None:
+    # a snapshot task of many small tables: its files and folders are synced several at a time
+    tmp_path = tmp_path.resolve()
+    output = tmp_path / "out"
+    topics = [f"p.t{i:02d}" for i in range(40)]
+    assert TopicFiles(str(output), "snapshot-00000").write_all([_rows(topics + topics[:5])]) == {
+        **{topic: 1 for topic in topics}, **{topic: 2 for topic in topics[:5]}}
+    assert _synced(events) == {tmp_path: 1, output: 1, **{output / topic: 1 for topic in topics}}
+    last_rename = max(i for i, (kind, _) in enumerate(events) if kind == "rename")
+    assert all(kind == "sync" for kind, _ in events[last_rename + 1:]) and len(events) == last_rename + 1 + 42
+    assert sorted(path.name for kind, path in events if kind == "rename") == ["snapshot-00000.jsonl"] * 40
 
 
 def test_a_failed_folder_sync_fails_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

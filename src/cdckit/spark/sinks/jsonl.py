@@ -16,6 +16,7 @@ import mmap
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -369,6 +370,7 @@ class TopicFiles:
         self.folders: dict[str, Path] = {}  # topic folders checked (topic_folder), not created yet
         self.counts: Counter[str] = Counter()
         self._stage: memoryview | None = None
+        self._unsynced: set[Path] = set()  # folders that hold a topic folder made by this task, synced by commit
 
     def _checked(self, topic: str) -> Path:
         """The topic's folder, checked once (``topic_folder``), and its files' paths checked as well."""
@@ -388,7 +390,7 @@ class TopicFiles:
         file = self.files.get(topic)
         if file is None:
             folder = self._checked(topic)
-            private_folder(folder, mode=folder_mode(self.mode))
+            private_folder(folder, mode=folder_mode(self.mode), unsynced=self._unsynced)
             # the topics' folders share the output's file system: asked once, for the first
             if not self.files and direct_writes_asked(self.direct, folder):
                 self._stage = memoryview(mmap.mmap(-1, DIRECT_STAGE_BYTES))  # page-aligned
@@ -426,13 +428,15 @@ class TopicFiles:
 
     def commit(self) -> Counter[str]:
         """Make every file durable and visible; returns the records written per topic. Each file is synced and
-        renamed, then each of their folders synced once, so that the renames survive a power cut before the
-        batch is reported written (and the source's position moves past it)."""
+        renamed, then each of their folders (and the folders the topic folders made were created in) synced once,
+        so that the renames survive a power cut before the batch is reported written (and the source's position
+        moves past it). A task of many topics (a snapshot of many small tables) syncs its files and folders
+        ``SYNC_THREADS`` at a time: the file system writes them in a few journal commits, not one each."""
         try:
-            for file in self.files.values():
-                file.finish()
-            for folder in dict.fromkeys(file.final.parent for file in self.files.values()):
-                sync_folder(folder)
+            _each(lambda file: file.finish(), list(self.files.values()))
+            folders = dict.fromkeys(file.final.parent for file in self.files.values())
+            _each(sync_folder, list(dict.fromkeys([*folders, *sorted(self._unsynced)])))
+            self._unsynced.clear()
         except OSError as exc:
             raise self._error(exc) from None
         finally:
@@ -450,6 +454,22 @@ class TopicFiles:
         return SinkWriteError(f"writing {self.name} files under {self.output} failed: {exc.strerror or exc}; the "
                               f"batch was not committed and is written again, whole, on the next run once the sink "
                               f"can take it")
+
+
+# Files (and folders) a task syncs at once when it commits many.
+SYNC_THREADS = 16
+
+
+def _each(action: Callable[[Any], None], items: list[Any]) -> None:
+    """``action`` on every item: one after another for a few, ``SYNC_THREADS`` at a time for more (a sync waits on
+    the disk with the GIL released). The first error is raised once every action has ended."""
+    if len(items) <= 2:
+        for item in items:
+            action(item)
+        return
+    with ThreadPoolExecutor(min(SYNC_THREADS, len(items)), thread_name_prefix="cdckit-sync") as pool:
+        for _ in pool.map(action, items):
+            pass
 
 
 def without_controls(batches: Iterable[pa.RecordBatch], controls: list[pa.RecordBatch]
