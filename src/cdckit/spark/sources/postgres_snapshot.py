@@ -10,7 +10,7 @@ as the files sink would (``<output>/<topic>/snapshot-<partition>.jsonl``), and y
 topic with the count: the records never cross to the JVM and back (decision 0022).
 
 A partition reads a chunk, or several consecutive chunks (small tables, or more chunks than a snapshot has
-partitions) one after another on one connection under the exported snapshot (decision 0024): the partitions, and
+partitions) one after another on one connection under the exported snapshot (decision 0040): the partitions, and
 the tasks' fixed costs, grow with the rows, not with the tables.
 """
 
