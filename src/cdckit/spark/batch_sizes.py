@@ -9,7 +9,9 @@ second, while a caught-up stream wants small batches, which reach the sink soone
   take ``FIRST`` changes (Debezium's default ``max.batch.size``);
 - after a batch that left changes behind (a backlog), the next may take ``GROWTH`` times as many, but no more
   than the batches seen so far say takes ``TARGET_SECONDS`` (a fixed time and a time per change fitted to the last
-  two full batches' times, from one's planning to the next's; from one batch, its own rate), and never more than
+  two full batches' times, from one's planning to the next's; from one batch, its own rate, which may hold the
+  bound but not shrink it unless that batch ran past the target; the run's first batch, which carries the run's
+  one-off costs, is not measured, and until a batch is the bound grows once), and never more than
   ``MOST``: the bound memory and the server's counting peek are measured at (the benchmarks' 200,000). A batch
   that ran slower than the target makes the next one smaller.
 
@@ -34,8 +36,9 @@ class BatchSizes:
         self.fixed = fixed
         self.size = fixed or FIRST
         self._clock = clock
-        # the batch planned last: when, how many changes, and whether it left changes behind
-        self._last: tuple[float, int, bool] | None = None
+        # the batch planned last: when, how many changes, whether it left changes behind, and whether it was the
+        # run's first (whose time carries the run's one-off costs: Python workers starting, code compiled)
+        self._last: tuple[float, int, bool, bool] | None = None
         # the last full batches' (changes, seconds), the latest last
         self._seen: list[tuple[int, float]] = []
 
@@ -47,16 +50,23 @@ class BatchSizes:
         """A batch of ``changes`` was planned under ``size``; ``left_behind``: changes were pending after it.
         Returns the next batch's bound (kept in ``size``)."""
         now = self._clock()
-        before, self._last = self._last, (now, changes, left_behind)
+        before, self._last = self._last, (now, changes, left_behind, self._last is None)
         if self.fixed is not None:
             return self.size
         if not left_behind:
             self.size, self._seen = FIRST, []
             return self.size
-        if before is not None and before[2] and before[1] > 0 and now > before[0]:
-            # the batch before this one was full too: it ran between the two plans
-            self._seen = [*self._seen[-1:], (before[1], now - before[0])]
-        self.size = max(FIRST, min(MOST, self.size * GROWTH, self._within_target()))
+        if before is not None and before[2] and before[1] > 0 and now > before[0] and not before[3]:
+            # the batch before this one was full too, and not the run's first: it ran between the two plans
+            # (of a size seen before, it takes that one's place: the fit needs two sizes)
+            self._seen = [*[seen for seen in self._seen if seen[0] != before[1]][-1:], (before[1], now - before[0])]
+        if not self._seen:  # no batch measured yet: grow once from the first bound, then wait for one
+            self.size = min(MOST, self.size * GROWTH) if self.size == FIRST else self.size
+            return self.size
+        bound = self._within_target()
+        if len(self._seen) == 1 and self._seen[0][1] <= TARGET_SECONDS:
+            bound = max(bound, self.size)  # one batch's rate errs small: it holds the bound rather than shrink it
+        self.size = max(FIRST, min(MOST, self.size * GROWTH, bound))
         return self.size
 
     def _within_target(self) -> int:
