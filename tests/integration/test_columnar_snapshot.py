@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pytest
 from helpers import execute, make_config
 
+from cdckit.config import Config
 from cdckit.dialect.postgres.lsn import format_lsn
 from cdckit.dialect.postgres.replication import create_slot_exporting_snapshot
 from cdckit.formats.debezium.envelope import TableFormat, format_settings
@@ -57,6 +60,21 @@ def _records(batches: Any) -> list[tuple[Any, ...]]:
             for row in table.to_pylist()]
 
 
+@contextmanager
+def _snapshot_reader(config: Config) -> Iterator[tuple[PostgresSnapshotReader, dict[str, str]]]:
+    """The snapshot source's reader of ``config``'s tables under a fresh exported snapshot, and its options; the
+    snapshot released afterwards."""
+    options, _tables = prepare_source(config)
+    exported = create_slot_exporting_snapshot(options)
+    try:
+        reader_options = {**config.as_properties(include_secrets=True), "cdckit.snapshot.name": exported.snapshot_name,
+                          "cdckit.snapshot.lsn": format_lsn(exported.consistent_point),
+                          "cdckit.snapshot.ts_ms": "1700000000000"}
+        yield PostgresSnapshotReader(reader_options), reader_options
+    finally:
+        exported.release()
+
+
 @RELEASES
 @pytest.mark.parametrize(("fetch_size", "piece"), [("1", None), ("64", None), ("10240", None), ("10240", 100)],
                          ids=["fetch-1", "fetch-64", "fetch-10240", "fetch-10240-formatted-by-100"])
@@ -70,13 +88,7 @@ def test_columnar_snapshot_records_equal_the_row_by_row_reference(postgres: Any,
                                                          "cdckit.snapshot.chunk.rows": "250",
                                                          "snapshot.fetch.size": fetch_size,
                                                          "cdckit.debezium.format": release})
-    options, _tables = prepare_source(config)
-    exported = create_slot_exporting_snapshot(options)
-    try:
-        reader_options = {**config.as_properties(include_secrets=True), "cdckit.snapshot.name": exported.snapshot_name,
-                          "cdckit.snapshot.lsn": format_lsn(exported.consistent_point),
-                          "cdckit.snapshot.ts_ms": "1700000000000"}
-        reader = PostgresSnapshotReader(reader_options)
+    with _snapshot_reader(config) as (reader, reader_options):
         partitions = [p for p in reader.partitions() if isinstance(p, SnapshotPartition)]
         assert len(partitions) == 3
         markers: list[str] = []
@@ -90,8 +102,6 @@ def test_columnar_snapshot_records_equal_the_row_by_row_reference(postgres: Any,
                         for _topic, _key, value, *_ in columnar]
         assert len(markers) == 700
         assert markers[0] == "first" and markers[-1] == "last" and set(markers[1:-1]) == {"true"}
-    finally:
-        exported.release()
 
 
 READINGS = """CREATE TABLE public.readings (id int PRIMARY KEY, v numeric(10, 2), n numeric, f float8, r real, d date,
@@ -118,20 +128,12 @@ def test_special_values_in_a_columnar_snapshot_equal_the_reference(postgres: Any
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.readings",
                                                          "decimal.handling.mode": mode,
                                                          "cdckit.debezium.format": release})
-    options, _tables = prepare_source(config)
-    exported = create_slot_exporting_snapshot(options)
-    try:
-        reader_options = {**config.as_properties(include_secrets=True), "cdckit.snapshot.name": exported.snapshot_name,
-                          "cdckit.snapshot.lsn": format_lsn(exported.consistent_point),
-                          "cdckit.snapshot.ts_ms": "1700000000000"}
-        reader = PostgresSnapshotReader(reader_options)
+    with _snapshot_reader(config) as (reader, reader_options):
         [partition] = [p for p in reader.partitions() if isinstance(p, SnapshotPartition)]
         table_format = TableFormat(partition.table, format_settings(reader_options))
         assert reader._columnar(table_format)
         columnar = _records(reader.columnar_batches(partition, table_format))
         assert columnar == _records(arrow_batches(reader.rows(partition)))
-    finally:
-        exported.release()
     after = {row["id"]: row for row in (json.loads(value)["payload"]["after"] for _t, _k, value, *_ in columnar)}
     assert [after[2]["v"], after[3]["v"], after[2]["n"], after[3]["n"], after[4]["n"]] == numerics
     assert [after[i]["f"] for i in (2, 3, 4)] == [after[i]["r"] for i in (2, 3, 4)] == ["NaN", "Infinity", "-Infinity"]
@@ -147,20 +149,12 @@ def test_rows_over_4_mib_in_a_columnar_snapshot_equal_the_reference(postgres: An
             f"INSERT INTO public.huge SELECT g, CASE WHEN g IN (1, 150, 300) THEN repeat(md5(g::text), {big // 32}) "
             f"ELSE repeat('r', 500) || g END, jsonb_build_object('g', g) FROM generate_series(1, 300) g")
     config = make_config(postgres, database, workdir, **{"table.include.list": r"public\.huge"})
-    options, _tables = prepare_source(config)
-    exported = create_slot_exporting_snapshot(options)
-    try:
-        reader_options = {**config.as_properties(include_secrets=True), "cdckit.snapshot.name": exported.snapshot_name,
-                          "cdckit.snapshot.lsn": format_lsn(exported.consistent_point),
-                          "cdckit.snapshot.ts_ms": "1700000000000"}
-        reader = PostgresSnapshotReader(reader_options)
+    with _snapshot_reader(config) as (reader, reader_options):
         [partition] = [p for p in reader.partitions() if isinstance(p, SnapshotPartition)]
         table_format = TableFormat(partition.table, format_settings(reader_options))
         batches = list(reader.columnar_batches(partition, table_format))
         columnar = _records(batches)
         assert columnar == _records(arrow_batches(reader.rows(partition)))
-    finally:
-        exported.release()
     assert len(columnar) == 300 and len(batches) >= 3  # a block for each long row at least
     markers = [re.search(r'"snapshot":"(\w+)"', value).group(1)  # type: ignore[union-attr]
                for _topic, _key, value, *_ in columnar]

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_pgoutput import tuple_data
 
 from cdckit.dialect.postgres.catalog import TableInfo
 from cdckit.errors import UnsupportedValueError
@@ -334,19 +335,6 @@ ACCOUNTS = TableInfo("public", "accounts", 16390, (
 PG_EPOCH_US = 946_684_800_000_000
 
 
-def _tuple(*values: object) -> bytes:
-    out = struct.pack(">h", len(values))
-    for value in values:
-        if value is None:
-            out += b"n"
-        elif value is UNAVAILABLE:
-            out += b"u"
-        else:
-            raw = str(value).encode()
-            out += b"t" + struct.pack(">i", len(raw)) + raw
-    return out
-
-
 def _transaction(final_lsn: int, unix_us: int, xid: int, at: int, changes: list[bytes]) -> list[tuple[int, bytes]]:
     """A transaction's messages from LSN ``at`` on: its Begin, its changes, its Commit at ``final_lsn``."""
     begin = b"B" + struct.pack(">qqi", final_lsn, unix_us - PG_EPOCH_US, xid)
@@ -373,14 +361,14 @@ def test_the_stream_readers_plain_changes_are_the_reference(release: str, monkey
                                          (0, "balance", 1700, (12 << 16 | 2) + 4), (0, "opened", 1184, -1)])
 
     def insert(id_: int, owner: str | None, balance: str) -> bytes:
-        return b"I" + relid + b"N" + _tuple(id_, owner, balance, "2024-03-05 10:20:05.25+00")
+        return b"I" + relid + b"N" + tuple_data(id_, owner, balance, "2024-03-05 10:20:05.25+00")
 
     messages = [
         *_transaction(1000, 1_700_000_000_123_456, 501, 100,
                       [relation, *(insert(i, f'owner "{i}"' if i % 2 else f"owner {i}", f"{i}.50") for i in range(6))]),
         *_transaction(2000, 1_700_000_001_000_001, 502, 1010, [
-            b"U" + relid + b"N" + _tuple(3, UNAVAILABLE, "-7.25", None),
-            b"D" + relid + b"K" + _tuple(4, None, None, None), insert(10, None, "0.00")]),
+            b"U" + relid + b"N" + tuple_data(3, UNAVAILABLE, "-7.25", None),
+            b"D" + relid + b"K" + tuple_data(4, None, None, None), insert(10, None, "0.00")]),
         *_transaction(3000, 1_700_000_001_000_999, 503, 2010, [insert(11, "late", "12345678.90")]),
     ]
     options = {"topic.prefix": "shop", "database.dbname": "db", "cdckit.debezium.format": release}
