@@ -323,12 +323,13 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 
 def _until_waiting_for_data(spark: Any, seconds: float = 120.0) -> None:
-    """Wait until a streaming query runs and has finished a trigger (it waits for data or for the next one)."""
+    """Wait until a streaming query runs and has finished a trigger (it waits for data or for the next one; at the
+    default interval, triggers that wait in the source follow each other 10 ms apart, so it is looked at often)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if any("Waiting for" in str(query.status.get("message", "")) for query in spark.streams.active):
             return
-        time.sleep(0.05)
+        time.sleep(0.002)
     raise RuntimeError("the stream did not start within two minutes")
 
 

@@ -81,8 +81,8 @@ def test_a_stream_that_caught_up_takes_small_batches_again(postgres: Any, spark:
     dsn = postgres.dsn(database)
     _ledger(dsn)
     out = workdir / "out"
-    config = make_config(postgres, database, workdir, **{"cdckit.trigger": "processing-time",
-                                                         "cdckit.trigger.interval": "200 milliseconds"})
+    # at the default interval: triggers back to back, each waiting in the source for a change (decision 0041)
+    config = make_config(postgres, database, workdir, **{"cdckit.trigger": "processing-time"})
     run_snapshot(spark, config)
     _insert(dsn, 40)  # a backlog of 40,000 changes when the stream starts
     caught_up_at: list[int] = []

@@ -120,3 +120,57 @@ def test_the_reader_plans_no_more_batches_than_a_run_may_take(tmp_path: Path) ->
     assert ends == [5, 5, 5]
     unbounded = _Reader({"cdckit.checkpoint.location": str(tmp_path / "new"), compat.MAX_BATCHES_OPTION: "0"})
     assert [unbounded.latestOffset()["pos"] for _ in range(4)] == [2, 4, 6, 7]
+
+
+class _Waiting(compat.SelfBoundedReader):
+    """A source whose changes appear at given times of a clock the test moves (each sleep moves it)."""
+
+    def __init__(self, options: dict[str, str], appear_at: float | None, step: float | None) -> None:
+        super().__init__({"max.batch.size": "10", **options})
+        self.now, self.appear_at, self.looks, self.sleeps = 0.0, appear_at, 0, []
+        self.wait_step_s = step
+        self._clock = lambda: self.now  # type: ignore[method-assign]
+        self._sleep = self._advance  # type: ignore[method-assign]
+
+    def _advance(self, seconds: float) -> None:
+        self.sleeps.append(round(seconds, 3))
+        self.now += seconds
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"pos": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def next_offset(self, start: dict[str, int], limit: compat.ReadLimit) -> dict[str, int]:
+        self.looks += 1
+        pending = self.appear_at is not None and self.now >= self.appear_at
+        return {"pos": start["pos"] + 3} if pending else start
+
+
+def test_a_stream_waiting_for_changes_plans_the_batch_as_soon_as_a_look_finds_one(tmp_path: Path) -> None:
+    options = {"cdckit.checkpoint.location": str(tmp_path), compat.WAIT_OPTION: "500"}
+    reader = _Waiting(options, appear_at=0.06, step=0.025)
+    assert reader.latestOffset({"pos": 0}, compat.ReadMaxRows(10)) == {"pos": 3}
+    assert reader.now == pytest.approx(0.075), "found at the first look after the change, not at the wait's end"
+    assert reader.looks == 4
+
+
+def test_a_stream_waiting_for_changes_says_nothing_is_pending_when_the_wait_ends(tmp_path: Path) -> None:
+    options = {"cdckit.checkpoint.location": str(tmp_path), compat.WAIT_OPTION: "500"}
+    stepping = _Waiting(options, appear_at=None, step=0.025)
+    assert stepping.latestOffset({"pos": 0}, compat.ReadMaxRows(10)) == {"pos": 0}
+    assert stepping.now == pytest.approx(0.5) and stepping.looks == 21
+    once = _Waiting(options, appear_at=None, step=None)  # a source looked at once, at the wait's end
+    assert once.latestOffset({"pos": 0}, compat.ReadMaxRows(10)) == {"pos": 0}
+    assert once.sleeps == [0.5] and once.looks == 2
+
+
+def test_without_the_wait_option_or_while_catching_up_a_trigger_does_not_wait(tmp_path: Path) -> None:
+    plain = _Waiting({"cdckit.checkpoint.location": str(tmp_path)}, appear_at=None, step=0.025)
+    assert plain.latestOffset({"pos": 0}, compat.ReadMaxRows(10)) == {"pos": 0}
+    assert plain.sleeps == [] and plain.looks == 1
+    catching_up = _Waiting({"cdckit.checkpoint.location": str(tmp_path), compat.WAIT_OPTION: "500",
+                            compat.CATCH_UP_OPTION: "true"}, appear_at=None, step=0.025)
+    assert catching_up.latestOffset() == {"pos": 0}
+    assert catching_up.sleeps == [], "available-now stops at the first trigger that finds nothing"

@@ -107,7 +107,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("max.batch.size", "int", None, "change events admitted per micro-batch at most (whole "
              "transactions); unset, the bound adapts: 2048 (Debezium's default) while the stream is caught up, "
              "growing toward 2 s batches of up to 200000 through a backlog (docs/decisions/0038)", minimum=1),
-    Property("poll.interval.ms", "int", 500, "how often the source is polled for new changes", minimum=1),
+    Property("poll.interval.ms", "int", 500, "how long a micro-batch that finds no change pending waits for "
+             "one (processing-time trigger at its default interval)", minimum=1),
     Property("heartbeat.interval.ms", "int", 0, "heartbeat period (0 = off); keeps an idle slot moving",
              minimum=0),
     Property("topic.heartbeat.prefix", "string", "__debezium-heartbeat", "prefix of the heartbeat topic"),
@@ -205,7 +206,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("cdckit.trigger", "choice", "available-now", "available-now: process what exists and stop; "
              "processing-time: run continuously", choices=("available-now", "processing-time")),
     Property("cdckit.trigger.interval", "string", "", "micro-batch interval for processing-time "
-             "(e.g. '10 seconds'; empty = poll.interval.ms)"),
+             "(e.g. '10 seconds'; empty = back to back, each waiting up to poll.interval.ms for a change)"),
     Property("cdckit.snapshot.chunk.rows", "int", 50000, "target rows per snapshot partition", minimum=1),
     Property("cdckit.sqlserver.purged.changes", "choice", "fail", "SQL Server: when the cleanup job removed "
              "changes cdckit had not read: fail (stop with an error) or resnapshot (take an incremental snapshot of "

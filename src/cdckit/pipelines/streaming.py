@@ -152,8 +152,13 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
 
     available_now = config.str("cdckit.trigger") == "available-now"
     catch_up = available_now and not compat.ADMISSION_CONTROL
+    interval = config.str("cdckit.trigger.interval")
     if catch_up:
         options = {**options, compat.CATCH_UP_OPTION: "true"}
+    elif not available_now and not interval:
+        # triggers back to back, each waiting up to poll.interval.ms for a change when none is pending: a change
+        # committed while the stream waits starts a batch at once (decision 0041)
+        options = {**options, compat.WAIT_OPTION: str(config.int("poll.interval.ms"))}
     stream = spark.readStream.format(source_format).options(**to_spark_options(options)).load()
     checkpoint = join(config.str("cdckit.checkpoint.location"), compat.STREAM_CHECKPOINT)
     writer = stream.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint)
@@ -164,8 +169,7 @@ def run_query(spark: SparkSession, config: Config, source_format: str, options: 
         # over a source capped where the database stands now, until a trigger finds nothing new.
         writer = writer.trigger(processingTime="0 seconds")
     else:
-        interval = config.str("cdckit.trigger.interval") or f"{config.int('poll.interval.ms')} milliseconds"
-        writer = writer.trigger(processingTime=interval)
+        writer = writer.trigger(processingTime=interval or "0 seconds")
     remove_listener = None
     if observer is not None:
         if spark.conf.get(IDLE_INTERVAL, None) is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,9 @@ from cdckit.spark.batch_sizes import FIRST, BatchSizes
 from cdckit.state import StateStore
 
 __all__ = ["ADMISSION_CONTROL", "CATCH_UP_OPTION", "CHECKPOINT_FILE_MANAGER", "MAX_BATCHES_OPTION", "STREAM_CHECKPOINT",
-           "ReadAllAvailable", "ReadLimit", "ReadMaxRows", "SelfBoundedReader", "SupportsTriggerAvailableNow",
-           "check_spark", "committed_offset", "last_end_offset", "local_checkpoint_files", "read_limit_rows"]
+           "WAIT_OPTION", "ReadAllAvailable", "ReadLimit", "ReadMaxRows", "SelfBoundedReader",
+           "SupportsTriggerAvailableNow", "check_spark", "committed_offset", "last_end_offset",
+           "local_checkpoint_files", "read_limit_rows"]
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 # Spark's checkpoint file manager over Hadoop's FileSystem API: its package moved after Spark 4.0
@@ -79,6 +81,10 @@ STREAM_CHECKPOINT = "stream"
 CATCH_UP_OPTION = "cdckit.stream.catch.up"
 # Plan no more than this many batches in one run of the query (the pipeline stops it after as many).
 MAX_BATCHES_OPTION = "cdckit.stream.max.batches"
+# Set by the pipeline for a processing-time stream at its default interval, whose triggers run back to back: when
+# nothing is pending, the source looks again for up to this many milliseconds (poll.interval.ms) before it says so
+# (docs/decisions/0041-a-stream-that-waits-for-changes.md).
+WAIT_OPTION = "cdckit.stream.wait.ms"
 
 
 def check_spark() -> str:
@@ -137,7 +143,15 @@ class SelfBoundedReader:
     (the end of the next batch after ``start``, or ``start`` when nothing is pending), ``initialOffset`` and
     ``prepareForTriggerAvailableNow``, call :meth:`started` with the initial offset, and :meth:`planned` with the end
     offset in ``partitions``.
+
+    Under ``WAIT_OPTION`` a trigger that finds nothing pending waits for changes: it looks again every
+    ``wait_step_s`` seconds (None: once, when the wait ends) where :meth:`may_have_changes` says something may have
+    been committed, and plans the batch as soon as one look finds changes.
     """
+
+    wait_step_s: float | None = None
+    _clock = staticmethod(time.monotonic)
+    _sleep = staticmethod(time.sleep)
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -199,10 +213,32 @@ class SelfBoundedReader:
             limit = self.getDefaultReadLimit()
         if self._enough():
             return start
-        end = self.next_offset(start, limit)
+        end = self._waited(start, limit, self.next_offset(start, limit))
         self._planned_end = end
         if end != start:
             self._count(end)
+        return end
+
+
+    def may_have_changes(self) -> bool:
+        """While waiting (``WAIT_OPTION``): whether a change may have been committed since the last look (a cheap
+        test that saves a look at the source); by default, always."""
+        return True
+
+    def _waited(self, start: dict[str, Any], limit: Any, end: dict[str, Any]) -> dict[str, Any]:
+        """``end``, or where nothing was pending and the stream waits for changes (``WAIT_OPTION``), the end of the
+        first batch that appears within the wait (``start`` when none does)."""
+        wait_ms = int(self.options.get(WAIT_OPTION) or 0)
+        if end != start or wait_ms <= 0 or self._catching_up:
+            return end
+        deadline = self._clock() + wait_ms / 1000
+        while end == start:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                break
+            self._sleep(min(self.wait_step_s or remaining, remaining))
+            if self.may_have_changes():
+                end = self.next_offset(start, limit)
         return end
 
 

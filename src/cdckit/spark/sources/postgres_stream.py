@@ -102,6 +102,10 @@ class PostgresChangeDataSource(DataSource):
 
 
 class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    # waiting for changes (compat.WAIT_OPTION), the WAL insert position is read this often, and the slot peeked when
+    # it moved: Debezium's connector is sent each change as it is decoded, so a short step keeps the latency close
+    wait_step_s = 0.025
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.slot_name = options.get("slot.name", "debezium")
@@ -127,6 +131,9 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
         # the exported snapshot of the planned batch's incremental snapshot window, and the batch's end
         self._window: tuple[int, incremental.Window] | None = None
         self._adapting = False  # the batch being planned is bound by the adapted size (batch_sizes)
+        # waiting for changes: the WAL insert position at the last look (None: not read yet, or not readable)
+        self._wal_seen: int | None = None
+        self._wal_readable = True
 
     # -- driver side ---------------------------------------------------------------------------------
     def _connection(self) -> Connection:
@@ -160,6 +167,21 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
 
     def next_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         return self._reconnecting(lambda conn: self._latest(conn, start, limit))
+
+    def may_have_changes(self) -> bool:
+        """Whether the server's WAL insert position moved since the last look: nothing can be committed without it.
+        A server that does not tell it (YugabyteDB) is peeked at every step."""
+        if not self._wal_readable:
+            return True
+        try:
+            now = self._reconnecting(lambda conn: current_wal_lsn(conn, "insert"))
+        except psycopg2.Error:
+            if self._conn is not None and not self._conn.closed:
+                self._conn.rollback()
+            self._wal_readable = False
+            return True
+        moved, self._wal_seen = now != self._wal_seen, now
+        return moved
 
     def _latest(self, conn: Connection, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_lsn = parse_lsn(start["lsn"])
