@@ -190,11 +190,57 @@ class Bench:
     def stream(self, config: Config, unit: str = "events") -> dict[str, Any]:
         """Run ``config``'s stream to the end of what its slot holds, timed: its ``unit`` (events, or records for
         the side by side with Debezium) and their rate, batches, seconds and ``max.batch.size``."""
-        started = time.perf_counter()
-        report = run_stream(self.spark, config)
-        seconds = time.perf_counter() - started
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        durations: list[dict[str, int]] = []
+
+        class Batches(StreamingQueryListener):  # type: ignore[misc]
+            """Each batch's time by Spark's phases (``durationMs``), for where a stream's time goes."""
+
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                if event.progress.numInputRows:
+                    durations.append(dict(event.progress.durationMs))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        listener = Batches()
+        self.spark.streams.addListener(listener)
+        try:
+            started = time.perf_counter()
+            report = run_stream(self.spark, config)
+            seconds = time.perf_counter() - started
+            time.sleep(0.5)  # the listener bus hands over the last batch's progress
+        finally:
+            self.spark.streams.removeListener(listener)
         return {unit: report.events, "batches": report.batches, "seconds": seconds,
-                f"{unit}_per_s": report.events / seconds, "max_batch_size": config["max.batch.size"]}
+                f"{unit}_per_s": report.events / seconds, "max_batch_size": config["max.batch.size"],
+                "batch_ms": batch_phases(durations)}
+
+
+BATCH_PHASES = {"latestOffset": "planning (latestOffset)", "walCommit": "offset log", "queryPlanning": "query planning",
+                "addBatch": "reading and writing", "commitOffsets": "commit log"}
+
+
+def batch_phases(durations: list[dict[str, int]]) -> dict[str, float]:
+    """The batches' mean milliseconds in each of Spark's phases (``BATCH_PHASES``, and ``triggerExecution``, the
+    whole batch) and their sums (``total_<phase>``)."""
+    if not durations:
+        return {}
+    keys = [*BATCH_PHASES, "triggerExecution"]
+    return {**{key: statistics.mean(d.get(key, 0) for d in durations) for key in keys},
+            **{f"total_{key}": float(sum(d.get(key, 0) for d in durations)) for key in keys}}
+
+
+def phases_text(ms: dict[str, float]) -> str:
+    """``batch_phases``'s means as a sentence's list: planning 53 ms, offset log 13 ms, ..."""
+    return ", ".join(f"{label} {ms.get(key, 0):,.0f} ms" for key, label in BATCH_PHASES.items())
 
 
 def median_run(runs: list[dict[str, Any]], rate: str) -> dict[str, Any]:
@@ -922,6 +968,32 @@ def measure_scaling(bench: Bench, params: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows_curve, "tables": tables_curve, "partitions": partitions_curve, "tables_stream": tables_stream}
 
 
+def many_tables_section(results: dict[str, Any]) -> list[str]:
+    """Where the time goes with many tables: the snapshot's time per table beyond one table's, and the stream's
+    batches by Spark's phases against the one-table stream's at the defaults."""
+    tables = {point["tables"]: point for point in results["scaling"].get("tables", [])}
+    many = results["scaling"].get("tables_stream") or {}
+    one = (results.get("stream") or {}).get("cdckit") or {}
+    if len(tables) < 2 and not many:
+        return []
+    lines = ["", "### Where the time goes with many tables", ""]
+    if len(tables) >= 2:
+        fewest, most = tables[min(tables)], tables[max(tables)]
+        extra = (most["seconds"] - fewest["seconds"]) / (most["tables"] - fewest["tables"]) * 1000
+        lines.append(f"- snapshot: {most['tables']:,} tables took {most['seconds'] - fewest['seconds']:+.1f} s against "
+                     f"{fewest['tables']:,} table(s) of the same total rows, {extra:.1f} ms per table more: the "
+                     f"catalog, the partitions' planning, and a file and a folder sync per table in the files sink.")
+    if many.get("batch_ms") and one.get("batch_ms"):
+        m, o = many["batch_ms"], one["batch_ms"]
+        per_table = ((many["seconds"] - many["events"] / one["events_per_s"]) / many["tables"] * 1000
+                     if one.get("events_per_s") else 0.0)
+        lines.append(f"- stream: over {many['tables']:,} tables a batch took {m['triggerExecution']:,.0f} ms on "
+                     f"average ({many['batches']} batches: {phases_text(m)}); over one table "
+                     f"{o['triggerExecution']:,.0f} ms ({one['batches']} batches: {phases_text(o)}). The same events "
+                     f"took {per_table:.1f} ms per table more, spent where the phases grew.")
+    return lines
+
+
 def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "platform": platform.platform(), "python": platform.python_version(),
@@ -1129,6 +1201,7 @@ def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | 
         lines.append(f"- a stream over {many['tables']:,} tables (a transaction per table updating half its rows), "
                      f"defaults: {many['events']:,} events in {many['seconds']:.1f} s, {many['events_per_s']:,.0f} "
                      f"events/s, {many['batches']} batches")
+    lines += many_tables_section(results)
     lines += debezium_section(results.get("debezium"))
     lines += stages_section(results.get("stages"))
     lines += ["", f"The per-event path alone (no Spark, one core): {profile['events_per_s_one_core']:,.0f} events/s "
