@@ -1179,7 +1179,7 @@ def report(results: dict[str, Any], images: list[str], before: dict[str, Any] | 
                          f"{point['p95_ms']:.0f} | {point['p99_ms']:.0f} |")
     lines += ["", "processing-time polls every 200 ms (`cdckit.trigger.interval`), or at its default interval "
               "runs micro-batches back to back, each that finds nothing waiting in the source up to poll.interval.ms "
-              "(500 ms) and starting as soon as a change is committed (decision 0041; runs before 2026-11-29 04:30 "
+              "(500 ms) and starting as soon as a change is committed (decision 0041; runs before 2026-11-29 04:00 "
               "polled every 500 ms instead); the writes start once the query runs (runs before "
               "2026-11-25 21:00 started them with the query, so their first second of events also waited for the "
               "query's start); available-now runs are started back to back, so their latency includes starting a "
