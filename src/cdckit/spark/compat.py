@@ -219,7 +219,6 @@ class SelfBoundedReader:
             self._count(end)
         return end
 
-
     def may_have_changes(self) -> bool:
         """While waiting (``WAIT_OPTION``): whether a change may have been committed since the last look (a cheap
         test that saves a look at the source); by default, always."""
