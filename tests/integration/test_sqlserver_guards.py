@@ -257,3 +257,33 @@ def test_no_max_lsn_where_the_agent_cannot_be_seen_is_a_warning_and_the_stream_g
         tx.insert("dbo", "customers", {"id": 8, "email": "after the quiet spell"})
     run_stream(spark, config)
     assert [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)] == [8]
+
+
+def test_a_stream_at_the_default_interval_takes_every_change_written_while_it_waits(model: SqlServerModel,
+                                                                                     spark: Any, workdir: Path) -> None:
+    """processing-time without cdckit.trigger.interval: triggers back to back, each that finds nothing waiting in
+    the source up to poll.interval.ms (SQL Server looks once, when the wait ends; decision 0041). Two batches take
+    the inserts written while the stream waits, and every one of them is in the topic once the run ends."""
+    config = sqlserver_config(model, workdir, **{"snapshot.mode": "never", "table.include.list": "dbo\\.customers",
+                                                 "cdckit.trigger": "processing-time", "poll.interval.ms": "300",
+                                                 "cdckit.stream.max.batches": "2"})
+    stop, written = threading.Event(), []
+
+    def write() -> None:
+        while not stop.is_set():
+            with model.transaction("testDB") as tx:
+                tx.insert("dbo", "customers", {"id": 2000 + len(written), "email": "while-waiting"})
+            written.append(2000 + len(written))
+            stop.wait(0.15)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        report = run_stream(spark, config)
+    finally:
+        stop.set()
+        writer.join()
+    ids = [payload(r["value"])["after"]["id"] for r in records(config, TOPIC)]
+    assert report.batches == 2 and ids, report
+    assert ids == sorted(ids) and set(ids) <= set(written), ids
+    assert ids == written[written.index(ids[0]):written.index(ids[0]) + len(ids)], "no insert skipped between batches"
