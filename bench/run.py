@@ -660,9 +660,7 @@ def measure_stream_stages(bench: Bench, changes: int) -> dict[str, Any]:
     count, seconds, progress = stream_seconds(files, sink=True)
     stage("sink", "+ the files sink writes the records (each task its own, instead of handing them to Spark)", count,
           seconds)
-    per_batch = {key: statistics.mean(p.get(key, 0) for p in progress)
-                 for key in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
-                             "triggerExecution")}
+    per_batch = batch_phases(progress)
     bench.drop_slots()
     return {"changes": changes, "batches": batches, "partitions_per_batch": reader.parts, "stages": stages,
             "files_sink_batch_ms": per_batch}
