@@ -175,6 +175,8 @@ class PostgresChangeStreamReader(SelfBoundedReader, DataSourceStreamReader, Supp
             return True
         try:
             now = self._reconnecting(lambda conn: current_wal_lsn(conn, "insert"))
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            raise  # the server is gone even after a reconnect: not a server that cannot tell its position
         except psycopg2.Error:
             if self._conn is not None and not self._conn.closed:
                 self._conn.rollback()
