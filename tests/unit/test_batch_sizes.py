@@ -46,8 +46,11 @@ def test_a_backlog_grows_the_batches_toward_the_target_time_and_no_further() -> 
     bounds = _catch_up(sizes, clock, 2_000_000, 0.2, 10e-6)
     assert bounds[0] == FIRST
     assert bounds[1] == FIRST * GROWTH, "the second batch grows by GROWTH: the first's rate is not known yet"
-    assert all(bound >= 0.99 * max(bounds[:index + 1]) for index, bound in enumerate(bounds)), \
-        "the bound does not shrink while the backlog lasts at a steady rate"
+    # growing before any batch is measured may overshoot the target (here 200,000 changes take 2.2 s): the first
+    # fit brings it back, once, and then it holds
+    assert all(bound >= 0.85 * max(bounds[:index + 1]) for index, bound in enumerate(bounds)), \
+        "the bound does not fall back while the backlog lasts at a steady rate"
+    assert len(set(bounds[4:-1])) == 1, bounds
     assert max(bounds) <= MOST
     steady = bounds[len(bounds) // 2:-1]
     for bound in steady:  # about TARGET_SECONDS a batch once grown (100,000 changes a second at that size)
@@ -93,3 +96,33 @@ def test_a_given_max_batch_size_is_the_bound_whatever_the_backlog(given: int) ->
     assert not sizes.adaptive
     bounds = _catch_up(sizes, clock, 3 * given + 1, 0.2, 10e-6)
     assert set(bounds) == {given}
+
+
+def test_the_bound_keeps_growing_until_a_batch_is_measured() -> None:
+    clock = Clock()
+    sizes = BatchSizes(clock=clock)
+    # the run's first batch carries its one-off costs (a new user's took 1.8 s for 2,000 changes): not measured
+    sizes.planned(FIRST, True)
+    clock.now += 1.8
+    sizes.planned(FIRST * GROWTH, True)
+    assert sizes.size == min(MOST, FIRST * GROWTH ** 2), "no batch measured yet: the bound grows again, not wait"
+
+
+def test_two_batches_of_about_one_size_do_not_shrink_the_bound_by_their_noise() -> None:
+    clock = Clock()
+    sizes = BatchSizes(clock=clock)
+    # measured on PostgreSQL: 16,000 and 16,384 changes in 0.27 and 0.37 s; fitted as a line, 250 µs a change
+    # (about 8,000 changes in 2 s), where each batch's own rate says 90,000 or more
+    for changes, seconds in ((2_000, 0.2), (16_000, 0.27), (16_384, 0.37), (118_000, 0.83)):
+        sizes.planned(changes, True)
+        clock.now += seconds
+    assert sizes.size >= 118_000
+
+
+def test_a_backlog_of_500000_changes_takes_a_few_batches() -> None:
+    clock = Clock()
+    sizes = BatchSizes(clock=clock)
+    # the benchmarks' backlog on this kind of machine: about 0.25 s a batch and 7 µs a change
+    bounds = _catch_up(sizes, clock, 500_000, 0.25, 7e-6)
+    assert len(bounds) <= 6, bounds
+    assert bounds[0] == FIRST
