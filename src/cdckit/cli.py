@@ -216,7 +216,9 @@ def _dispatch(args: argparse.Namespace, console: Console) -> int:
     require_ready(config)  # fail fast, before starting Spark and before creating anything, when anything is missing
     from cdckit.pipelines.dispatch import claim_job, stopped_line
 
-    claim_job(config, args.command)  # one job per slot and checkpoint: a second is refused before Spark starts
+    # one job per slot and checkpoint: a second is refused before Spark starts (the owner file is read back once
+    # Spark has started: the job's run confirms the claim)
+    claim_job(config, args.command, confirm=False)
     sink = config.str("cdckit.sink")
     spark = get_spark(kafka=sink in ("kafka", "eventhubs"), delta=sink == "delta", quiet=not args.verbose)
     if args.command == "snapshot":

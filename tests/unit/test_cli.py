@@ -48,7 +48,7 @@ def test_the_snapshot_command_reads_rows_only_when_snapshot_mode_asks_for_data(
         return SnapshotReport("completed", "debezium", "0/0", [])
 
     monkeypatch.setattr(cdckit.pipelines.dispatch, "require_ready", lambda config: [])  # no source to check
-    monkeypatch.setattr(cdckit.pipelines.dispatch, "claim_job", lambda config, command: None)
+    monkeypatch.setattr(cdckit.pipelines.dispatch, "claim_job", lambda config, command, confirm=True: None)
     monkeypatch.setattr(cdckit.pipelines.dispatch, "run_snapshot", run_snapshot)
     monkeypatch.setattr(cdckit.spark.session, "get_spark", lambda **kwargs: None)
     path = tmp_path / "connector.json"

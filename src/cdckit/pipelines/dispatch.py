@@ -163,12 +163,13 @@ def run_stream(spark: SparkSession, config: Config,
     return report
 
 
-def claim_job(config: Config, command: str) -> Claim:
+def claim_job(config: Config, command: str, confirm: bool = True) -> Claim:
     """Claim the source (PostgreSQL: the slot's advisory lock; SQL Server: the checkpoint's application lock) and
     the checkpoint (its owner file) for this process's job, before Spark starts: ``JobAlreadyRunning`` naming the
-    job that has either. The snapshot and stream jobs take the claim where the caller has not, and release it when
-    they end."""
-    return claim(config, command, pipeline_for(config).lock_source)
+    job that has either. The snapshot and stream jobs take the claim where the caller has not, confirm it (the
+    owner file read back, ``ownership.Claim.confirm``) where the caller passed ``confirm=False`` to start Spark in
+    the meantime, and release it when they end."""
+    return claim(config, command, pipeline_for(config).lock_source, confirm=confirm)
 
 
 def stopped_line(report: StreamReport | SnapshotReport) -> str:

@@ -103,11 +103,19 @@ class Claim:
             self.document["slot"] = config.str("slot.name")
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._written: float | None = None  # when begin wrote the owner file (time.monotonic)
+        self._confirmed = False
         self.lost = False
 
     def take(self) -> None:
-        """Write the owner file unless a fresh one of another job is there; read it back after a moment, in case
-        another job wrote it at the same time."""
+        """``begin`` then ``confirm``: claim the checkpoint now."""
+        self.begin()
+        self.confirm()
+
+    def begin(self) -> None:
+        """Write the owner file unless a fresh one of another job is there, and start the heartbeat. ``confirm``
+        reads the file back at least ``SETTLE_SECONDS`` later, in case another job wrote it at the same time: the
+        time between the two may be spent starting Spark."""
         found = read_owner(self.location)
         if (fresh(found) and found is not None and found.get("token") != self.token
                 and not (self.document["lock"] and found.get("lock") == self.document["lock"])):
@@ -117,12 +125,25 @@ class Claim:
                         "%s", self.location, describe_owner(found),
                         "its heartbeat stopped" if not fresh(found) else "the source's lock it held is free")
         self._write()
-        time.sleep(SETTLE_SECONDS)
-        found = read_owner(self.location)
-        if found is not None and found.get("token") != self.token:
-            raise self._refusal(found)
+        self._written = time.monotonic()
+        # the heartbeat rewrites the file only while it holds this job's token (another job's makes it ``lost``)
         self._thread = threading.Thread(target=self._beat, daemon=True, name="cdckit-owner-heartbeat")
         self._thread.start()
+
+    def confirm(self) -> None:
+        """Read the owner file back once ``SETTLE_SECONDS`` have passed since ``begin`` wrote it (waiting for what is
+        left of them): another job's there refuses this one. Done once."""
+        if self._confirmed:
+            return
+        if self._written is None:
+            raise RuntimeError("Claim.confirm before Claim.begin")
+        left = SETTLE_SECONDS - (time.monotonic() - self._written)
+        if left > 0:
+            time.sleep(left)
+        found = read_owner(self.location)
+        if self.lost or (found is not None and found.get("token") != self.token):
+            raise self._refusal(found or self.document)
+        self._confirmed = True
 
     def _refusal(self, owner: dict[str, Any]) -> JobAlreadyRunning:
         return JobAlreadyRunning(
@@ -155,6 +176,16 @@ class Claim:
                 except Exception as exc:
                     log.warning("keeping the source's job lock failed: %s", exc)
 
+    def abandon(self) -> None:
+        """Give the claim up without touching the owner file (another job's, as ``confirm`` found): stop the
+        heartbeat and release the source's lock."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(HEARTBEAT_SECONDS * 2)
+        if self.source_lock is not None:
+            self.source_lock.close()
+        _held.pop(self.location, None)
+
     def release(self, stopped_by: str | None = None, outcome: str = "finished") -> None:
         """Stop the heartbeat, record the stop in the owner file (unless another job took the checkpoint over), and
         release the source's lock."""
@@ -183,19 +214,27 @@ def held(config: Config) -> Claim | None:
     return _held.get(config.str("cdckit.checkpoint.location"))
 
 
-def claim(config: Config, command: str, lock_source: Callable[[Config, str], SourceLock | None]) -> Claim:
+def claim(config: Config, command: str, lock_source: Callable[[Config, str], SourceLock | None],
+          confirm: bool = True) -> Claim:
     """Claim the source's lock (``lock_source``: the dialect's, raising ``JobAlreadyRunning`` naming the holder)
-    and the checkpoint; ``JobAlreadyRunning`` when another job has either."""
-    existing = held(config)
-    if existing is not None:
-        return existing
-    source_lock = lock_source(config, command)
-    job = Claim(config, command, source_lock)
-    try:
-        job.take()
-    except BaseException:
-        if source_lock is not None:
-            source_lock.close()
-        raise
-    _held[job.location] = job
+    and the checkpoint; ``JobAlreadyRunning`` when another job has either. ``confirm=False`` leaves the owner file's
+    read-back (``Claim.confirm``) to the next call, so that starting Spark in between overlaps its settling time;
+    a claim this process already holds is confirmed and returned."""
+    job = held(config)
+    if job is None:
+        source_lock = lock_source(config, command)
+        job = Claim(config, command, source_lock)
+        try:
+            job.begin()
+        except BaseException:
+            if source_lock is not None:
+                source_lock.close()
+            raise
+        _held[job.location] = job
+    if confirm:
+        try:
+            job.confirm()
+        except BaseException:
+            job.abandon()
+            raise
     return job
