@@ -17,8 +17,8 @@ from cdckit.pipelines.ownership import OWNER_FILE, Claim, JobAlreadyRunning, cla
 
 def _config(tmp_path: Path) -> Config:
     return validate({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-                     "database.hostname": "db.example.com", "database.user": "u", "database.password": "not-a-real-secret",
-                     "database.dbname": "shop",
+                     "database.hostname": "db.example.com", "database.user": "u",
+                     "database.password": "not-a-real-secret", "database.dbname": "shop",
                      "topic.prefix": "shop", "cdckit.output.path": str(tmp_path / "out"),
                      "cdckit.checkpoint.location": str(tmp_path / "checkpoint")})
 
