@@ -40,6 +40,20 @@ $(OLDEST_STAMP): pyproject.toml lab/pyproject.toml
 	$(OLDEST_VENV)/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$(OLDEST_SPARK)'
 	touch $(OLDEST_STAMP)
 
+# The newest Spark minor with a Delta Lake build (cdckit.versions.DELTA_NEWEST_SPARK): the Delta sink's suites run
+# on it too, with that minor's Delta build (the default PySpark's minor has none).
+DELTA_SPARK := $(shell sed -n 's/^DELTA_NEWEST_SPARK = "\(.*\)"$$/\1/p' src/cdckit/versions.py)
+DELTA_VENV  := .venv-spark-$(DELTA_SPARK)
+DELTA_STAMP := $(DELTA_VENV)/.installed
+DELTA_ENV    = PYSPARK_PYTHON=$(abspath $(DELTA_VENV)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(DELTA_VENV)/bin/python)
+
+$(DELTA_STAMP): pyproject.toml lab/pyproject.toml
+	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(DELTA_VENV)/bin/python || $(PYTHON) -m venv $(DELTA_VENV)
+	$(DELTA_VENV)/bin/pip install --quiet --upgrade pip
+	$(DELTA_VENV)/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$(DELTA_SPARK)'
+	touch $(DELTA_STAMP)
+
 test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
 	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest -m 'not version_neutral' $(E2E_SUITES)
 
@@ -56,12 +70,13 @@ $(CHECKOV_STAMP):
 	.venv-checkov/bin/pip install --quiet 'checkov>=3.2,<4'
 	touch $(CHECKOV_STAMP)
 
-test: $(STAMP) $(CHECKOV_STAMP) $(OLDEST_STAMP)  ## run the whole test suite (the Delta sink's and the cluster's on the Spark the image ships)
+test: $(STAMP) $(CHECKOV_STAMP) $(OLDEST_STAMP) $(DELTA_STAMP)  ## run the whole test suite (the Delta sink's on the Spark the image ships and on the newest with a Delta build, the cluster's on the Spark the image ships)
 	$(BIN)/python -m pytest -m 'not cluster'
 	$(MAKE) --no-print-directory test-delta test-cluster
 
-test-delta: $(OLDEST_STAMP)  ## the Delta sink's suites, on the oldest supported Spark (EMR's) with its Delta Lake
+test-delta: $(OLDEST_STAMP) $(DELTA_STAMP)  ## the Delta sink's suites, on the oldest supported Spark (EMR's) with its Delta Lake, and on the newest Spark with a Delta build
 	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest tests/delta
+	$(DELTA_ENV) $(DELTA_VENV)/bin/python -m pytest tests/delta
 
 test-debezium-modes: $(STAMP)  ## the Debezium 2.5.2 comparison under the non-default handling modes, transaction metadata, schemas off and single message transforms
 	CDCKIT_PARITY_PROFILES=modes-a,modes-b,modes-c,modes-d,smt-a,smt-b,smt-c $(BIN)/python -m pytest tests/integration/test_debezium_parity.py

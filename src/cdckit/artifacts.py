@@ -114,14 +114,16 @@ def delta_jars(spark_version: str | None = None) -> list[Path]:
     if build is None:
         tested = ", ".join(f"Spark {minor}.x with Delta {version}"
                            for minor, (_, version) in versions.DELTA_BUILDS.items())
+        newest = versions.DELTA_NEWEST_SPARK
         raise CdcKitError(f"cdckit.sink=delta: cdckit runs Delta Lake on {tested}, not on Spark {spark_version}; run "
-                          f"the job on such a Spark (locally: pip install 'pyspark[sql]>=4.0.2,<4.1' in a virtualenv "
-                          f"of its own, as `make test-delta` does in .venv-spark-{versions.OLDEST_SPARK}), or start it "
-                          f"with spark-submit and add the Delta Lake build made for your Spark minor yourself "
-                          f"(--packages io.delta:...)")
+                          f"the job on such a Spark (locally: pip install 'pyspark[sql]=={newest}' in a virtualenv of "
+                          f"its own, as `make test-delta` does in .venv-spark-{newest}), or start it with "
+                          f"spark-submit and add the Delta Lake build made for your Spark minor yourself (--packages "
+                          f"io.delta:...)")
     artifact, version = build
+    # Delta 4.4's builds also need Delta Kernel (delta-kernel-*), which theirs load for catalog-managed tables
     return fetch(f"delta-{artifact}-{version}", [("io.delta", artifact, version, ())],
-                 keep=("delta-spark", "delta-storage", "antlr4-runtime"))
+                 keep=("delta-spark", "delta-storage", "delta-kernel", "antlr4-runtime"))
 
 
 def job_image_jars(spark_version: str = versions.TARGET_SPARK, msk_iam_auth: str = versions.MSK_IAM_AUTH,

@@ -50,10 +50,16 @@ KAFKA_TOKEN_PROVIDER_BUILDS = ("4.0.0", "4.1.1", "4.2.0")
 
 # Delta Lake (io.delta) builds by Spark minor: Delta reaches into Spark's internals, so each build runs only on the
 # minor it was made for (Delta 4.4.0's build for Spark 4.2 fails on 4.3 at its first idempotent write). Spark 4.0 takes
-# the Delta release EMR's Spark 4 runtime ships, which the tests run. Spark 4.1 to 4.3 have none here: their Delta
-# builds are not tested by cdckit, and Spark 4.3 has none at all (decision 0025).
-DELTA_BUILDS = {"4.0": ("delta-spark_2.13", "4.0.0")}  # emr-spark-8.0.0's Delta
-
+# the Delta release EMR's Spark 4 runtime ships; Spark 4.1 and 4.2 take Delta 4.4.0's builds for them (decision
+# 0042). Spark 4.3 has none on Maven Central: a Delta sink there is refused (decision 0025).
+DELTA_BUILDS = {
+    "4.0": ("delta-spark_2.13", "4.0.0"),  # emr-spark-8.0.0's Delta
+    "4.1": ("delta-spark_4.1_2.13", "4.4.0"),
+    "4.2": ("delta-spark_4.2_2.13", "4.4.0"),
+}
+# The Spark release the Delta sink's suites run on beside the oldest (EMR's, with Delta 4.0.0): the newest minor
+# that has a Delta build (`make test-delta`); the default PySpark, 4.3, has none.
+DELTA_NEWEST_SPARK = "4.2.1"
 
 def release(version: str) -> tuple[int, ...]:
     """``"4.0.2"`` -> ``(4, 0, 2)``; suffixes such as ``.dev0`` or ``-amzn-0`` are dropped."""

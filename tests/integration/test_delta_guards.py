@@ -26,6 +26,8 @@ def test_a_spark_without_a_delta_build_is_refused_with_the_pairings_cdckit_runs(
         delta_jars()
     message = str(refused.value)
     assert f"not on Spark {pyspark.__version__}" in message and "Spark 4.0.x with Delta 4.0.0" in message
+    assert "Spark 4.2.x with Delta 4.4.0" in message
+    assert f"pip install 'pyspark[sql]=={versions.DELTA_NEWEST_SPARK}'" in message
     assert "--packages io.delta" in message
 
 

@@ -223,6 +223,8 @@ def test_the_readme_table_states_the_versions() -> None:
         "Java": [versions.JAVA],
         "Amazon EMR": [f"`{versions.EMR_RELEASE_LABEL}`", f"Spark {versions.TARGET_SPARK}"],
         "Kubernetes": [f"`{versions.JOB_IMAGE_BASE}`"],
+        "Delta Lake": [f"{version} on Spark {minor}" for minor, (_, version) in versions.DELTA_BUILDS.items()]
+        + [f"Spark {versions.DELTA_NEWEST_SPARK}"],
     }
     for row, texts in expected.items():
         assert row in rows, f"README.md's \"Supported versions\" table lost its \"{row}\" row"
@@ -239,7 +241,8 @@ def test_the_readme_table_states_the_versions() -> None:
 
 @pytest.mark.parametrize(("spark", "expected"), [
     ("4.0.2", ("delta-spark_2.13", "4.0.0")), ("4.0.2-amzn-0", ("delta-spark_2.13", "4.0.0")),
-    ("4.0.9", ("delta-spark_2.13", "4.0.0")), ("4.1.1", None), ("4.2.0", None), ("4.3.0", None),
+    ("4.0.9", ("delta-spark_2.13", "4.0.0")), ("4.1.1", ("delta-spark_4.1_2.13", "4.4.0")),
+    ("4.2.0", ("delta-spark_4.2_2.13", "4.4.0")), ("4.2.1", ("delta-spark_4.2_2.13", "4.4.0")), ("4.3.0", None),
 ])
 def test_delta_runs_on_the_spark_minor_its_build_was_made_for(spark: str, expected: tuple[str, str] | None) -> None:
     assert versions.delta_build(spark) == expected
@@ -247,3 +250,11 @@ def test_delta_runs_on_the_spark_minor_its_build_was_made_for(spark: str, expect
 
 def test_the_target_runtime_has_the_delta_release_emr_ships() -> None:
     assert versions.delta_build(versions.TARGET_SPARK) == ("delta-spark_2.13", "4.0.0")
+
+
+def test_the_delta_suites_second_spark_has_a_delta_build_and_is_supported() -> None:
+    assert versions.supported(versions.DELTA_NEWEST_SPARK)
+    assert versions.delta_build(versions.DELTA_NEWEST_SPARK) is not None
+    newest_minor_with_a_build = max(versions.DELTA_BUILDS, key=release)
+    assert release(versions.DELTA_NEWEST_SPARK)[:2] == release(newest_minor_with_a_build), (
+        "make test-delta runs the Delta suites on the newest Spark minor that has a Delta build")
