@@ -18,6 +18,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -110,3 +111,28 @@ def write_private(path: Path | str, data: bytes) -> None:
             os.unlink(temporary)
         raise
     sync_folder(folder)
+
+
+# statfs's f_type of the file systems on a machine's own disks or memory, which no other machine reaches but through
+# this one (an NFS export's clients lock through this machine's lock manager): ext2/3/4, XFS, Btrfs, and tmpfs
+EXT, XFS, BTRFS, TMPFS = 0xEF53, 0x58465342, 0x9123683E, 0x01021994
+DISK_FILE_SYSTEMS = frozenset({EXT, XFS, BTRFS})
+LOCAL_FILE_SYSTEMS = DISK_FILE_SYSTEMS | {TMPFS}
+
+
+def file_system_type(folder: Path | str) -> int | None:
+    """The file system type (``statfs``'s ``f_type``) of ``folder``, or None where it cannot be told (not Linux, a
+    missing folder)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        found = ctypes.create_string_buffer(512)  # struct statfs (120 bytes on 64-bit Linux), f_type first
+        if libc.statfs(os.fsencode(str(folder)), found) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return ctypes.c_long.from_buffer(found).value & 0xFFFFFFFF
+

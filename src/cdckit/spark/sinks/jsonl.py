@@ -25,7 +25,14 @@ from pyspark import TaskContext
 
 from cdckit.errors import OutputPathError
 from cdckit.formats.arrow_text import join, merge
-from cdckit.fsutil import PRIVATE_FILE, folder_mode, private_folder, sync_folder
+from cdckit.fsutil import (
+    DISK_FILE_SYSTEMS,
+    PRIVATE_FILE,
+    file_system_type,
+    folder_mode,
+    private_folder,
+    sync_folder,
+)
 from cdckit.spark.sinks.base import WriteSummary, on_partitions, persist_controls, summarize
 
 if TYPE_CHECKING:
@@ -138,27 +145,13 @@ DIRECT_BLOCK = 4096  # what a file written past the page cache is written in: wh
 DIRECT_STAGE_BYTES = 4 << 20  # the aligned buffer those blocks are gathered in, one per task's files
 
 
-# file systems on local disks (statfs's f_type), whose direct writes go to the disk as they are: ext2/3/4, XFS, Btrfs
-DIRECT_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E})
-
-
 def direct_writes_suit(folder: Path) -> bool:
     """Whether files in ``folder`` suit writes past the page cache (``_TopicFile``), as
-    ``cdckit.files.direct.writes=auto`` asks: on Linux, where the folder is on a local disk's file system. A
-    network file system (NFS, EFS, SMB) would wait for its server at each direct write, and others (tmpfs, FUSE,
-    overlays) gain nothing or refuse it: those are written through the page cache."""
-    if not hasattr(os, "O_DIRECT"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        found = ctypes.create_string_buffer(512)  # struct statfs (120 bytes on 64-bit Linux), f_type first
-        if libc.statfs(os.fsencode(folder), found) != 0:
-            return False
-    except (OSError, AttributeError):
-        return False
-    return (ctypes.c_long.from_buffer(found).value & 0xFFFFFFFF) in DIRECT_FILE_SYSTEMS
+    ``cdckit.files.direct.writes=auto`` asks: on Linux, where the folder is on a local disk's file system (ext4, XFS,
+    Btrfs: ``fsutil.DISK_FILE_SYSTEMS``), whose direct writes go to the disk as they are. A network file system
+    (NFS, EFS, SMB) would wait for its server at each direct write, and others (tmpfs, FUSE, overlays) gain nothing
+    or refuse it: those are written through the page cache."""
+    return hasattr(os, "O_DIRECT") and file_system_type(folder) in DISK_FILE_SYSTEMS
 
 
 DIRECT_WRITES = "cdckit.files.direct.writes"
