@@ -1,10 +1,15 @@
 """The checkpoint's owner file (``cdckit.pipelines.ownership``): a job writes it, and reads it back at least
 ``SETTLE_SECONDS`` later, so that of two jobs started on one checkpoint at the same moment only one runs. The CLI
-starts Spark between the two steps, so that the wait costs nothing there."""
+starts Spark between the two steps, so that the wait costs nothing there. A checkpoint on a file system of the
+machine's own is locked by the kernel instead (a POSIX lock of ``cdckit.owner.lock``): no wait at all."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,13 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return asked
 
 
+@pytest.fixture()
+def shared_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint other machines reach as well (S3, NFS, EFS): no local lock, the owner file alone."""
+    monkeypatch.setattr(ownership, "local_lock", lambda location: None)
+
+
+@pytest.mark.usefixtures("shared_checkpoint")
 def test_a_job_whose_owner_file_another_job_wrote_while_it_settled_is_refused(tmp_path: Path,
                                                                              sleeps: list[float]) -> None:
     config = _config(tmp_path)
@@ -53,6 +65,7 @@ def test_a_job_whose_owner_file_another_job_wrote_while_it_settled_is_refused(tm
         second.release()
 
 
+@pytest.mark.usefixtures("shared_checkpoint")
 def test_the_settling_time_overlaps_what_runs_between_begin_and_confirm(tmp_path: Path, sleeps: list[float],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config(tmp_path)
@@ -68,6 +81,7 @@ def test_the_settling_time_overlaps_what_runs_between_begin_and_confirm(tmp_path
         job.release()
 
 
+@pytest.mark.usefixtures("shared_checkpoint")
 def test_a_claim_confirmed_at_once_waits_the_settling_time(tmp_path: Path, sleeps: list[float]) -> None:
     job = claim(_config(tmp_path), "stream", _no_source_lock)
     try:
@@ -76,6 +90,7 @@ def test_a_claim_confirmed_at_once_waits_the_settling_time(tmp_path: Path, sleep
         job.release()
 
 
+@pytest.mark.usefixtures("shared_checkpoint")
 def test_a_refused_confirm_gives_the_claim_up(tmp_path: Path, sleeps: list[float]) -> None:
     config = _config(tmp_path)
     closed: list[Any] = []
@@ -100,3 +115,48 @@ def test_a_refused_confirm_gives_the_claim_up(tmp_path: Path, sleeps: list[float
     assert json.loads((tmp_path / "checkpoint" / OWNER_FILE).read_text())["token"] == intruder.token, \
         "the other job's owner file is left as it is"
     assert job._done.is_set(), "its heartbeat is stopped"
+
+
+HOLDER = """
+import sys, time
+from cdckit.config import validate
+from cdckit.pipelines.ownership import claim
+config = validate({"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                   "database.hostname": "db.example.com", "database.user": "u", "database.password": "x",
+                   "database.dbname": "shop", "topic.prefix": "shop", "cdckit.output.path": sys.argv[1] + "/out",
+                   "cdckit.checkpoint.location": sys.argv[1] + "/checkpoint"})
+claim(config, "stream", lambda config, command: None)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_local_checkpoint_is_locked_by_the_kernel_without_settling(tmp_path: Path, sleeps: list[float],
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    if ownership.local_lock(str(tmp_path / "probe")) is None:
+        pytest.skip("the test folder is not on a file system of this machine's own (ext4, XFS, Btrfs, tmpfs)")
+    config = _config(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        sleeps.clear()  # (time.sleep itself is replaced: the subprocess module's waits land here too)
+        with pytest.raises(JobAlreadyRunning, match=rf"is in use by cdckit stream on .* pid {holder.pid}"):
+            claim(config, "stream", _no_source_lock)
+        assert sleeps == [], "refused at once: the other process holds the lock"
+        holder.send_signal(signal.SIGKILL)  # killed: its owner file's heartbeat is still fresh
+        holder.wait(30)
+        owner = json.loads((tmp_path / "checkpoint" / OWNER_FILE).read_text())
+        assert ownership.fresh(owner) and owner["pid"] == holder.pid
+        sleeps.clear()
+        with caplog.at_level("WARNING", logger="cdckit"):
+            job = claim(config, "stream", _no_source_lock)
+        try:
+            assert sleeps == [], "a local lock needs no settling"
+            assert "the checkpoint's lock it held is free" in caplog.text, "taken over at once, with a log line"
+            assert json.loads((tmp_path / "checkpoint" / OWNER_FILE).read_text())["token"] == job.token
+        finally:
+            job.release()
+    finally:
+        holder.kill()
+        holder.wait(30)

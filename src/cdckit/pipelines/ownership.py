@@ -6,7 +6,11 @@ Two guards, because either can be shared without the other:
   a connection of the driver; SQL Server, an application lock (``sp_getapplock``, owner Session) of the checkpoint
   in the first captured database. The server releases it when the job's connection ends, however the job ends.
 * the checkpoint's owner file ``<checkpoint>/cdckit.owner`` (a path or s3://): the job's host, pid, command, when it
-  started, and a heartbeat a driver thread refreshes every ``HEARTBEAT_SECONDS``. A fresh heartbeat of another job
+  started, and a heartbeat a driver thread refreshes every ``HEARTBEAT_SECONDS``. Written, then read back
+  ``SETTLE_SECONDS`` later, so that of two jobs started at once the one whose file was overwritten stops. A
+  checkpoint on a file system of this machine's own (ext4, XFS, Btrfs, tmpfs) is also locked with a POSIX lock of
+  ``<checkpoint>/cdckit.owner.lock`` while the job runs: the kernel lets one process have it (and frees it however
+  the process ends), so there the owner file needs no settling. A fresh heartbeat of another job
   refuses the start; one older than ``STALE_SECONDS`` is a job that ended without saying so (killed, its machine
   lost) and is taken over, with a log line. When the job ends, the file records that it stopped, when, and why
   (``cdckit status`` shows it).
@@ -17,6 +21,7 @@ CLI has not, and releases it when the job ends.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -28,9 +33,11 @@ from typing import Any, Protocol
 
 from cdckit.config import Config
 from cdckit.errors import CdcKitError
+from cdckit.fsutil import LOCAL_FILE_SYSTEMS, file_system_type, private_folder
 from cdckit.state import StateStore, join
 
 OWNER_FILE = "cdckit.owner"
+LOCK_FILE = "cdckit.owner.lock"
 HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 SETTLE_SECONDS = 0.3  # between writing the owner file and reading it back (two jobs starting at once)
@@ -86,6 +93,31 @@ def fresh(owner: dict[str, Any] | None) -> bool:
                 and now_ms() - int(owner.get("heartbeat_ms") or 0) <= STALE_SECONDS * 1000)
 
 
+def local_lock(location: str) -> int | None:
+    """Lock the checkpoint ``location`` for this process where it is a folder on a file system of this machine's own
+    (``fsutil.LOCAL_FILE_SYSTEMS``): the open descriptor of its ``LOCK_FILE`` under an exclusive POSIX lock, or None
+    where the location is not such a folder (S3, NFS, EFS, FUSE) or the platform has no such lock. Raises
+    ``BlockingIOError`` when another process holds the lock."""
+    if "://" in location or not hasattr(os, "O_CLOEXEC"):
+        return None
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    folder = private_folder(location)
+    if file_system_type(folder) not in LOCAL_FILE_SYSTEMS:
+        return None
+    descriptor = os.open(os.path.join(folder, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(descriptor)
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            raise BlockingIOError(exc.errno, "held by another process") from None
+        return None  # a file system that takes no lock after all: the owner file's settling guards it
+    return descriptor
+
+
 class Claim:
     """This process's claim of a checkpoint (and the source's lock): the owner file and its heartbeat thread."""
 
@@ -105,6 +137,7 @@ class Claim:
         self._thread: threading.Thread | None = None
         self._written: float | None = None  # when begin wrote the owner file (time.monotonic)
         self._confirmed = False
+        self._lock: int | None = None  # the descriptor of the checkpoint's local lock (local_lock), while held
         self.lost = False
 
     def take(self) -> None:
@@ -113,22 +146,43 @@ class Claim:
         self.confirm()
 
     def begin(self) -> None:
-        """Write the owner file unless a fresh one of another job is there, and start the heartbeat. ``confirm``
-        reads the file back at least ``SETTLE_SECONDS`` later, in case another job wrote it at the same time: the
+        """Lock the checkpoint where its file system allows (``local_lock``), and write the owner file unless a fresh
+        one of another job is there; start the heartbeat. ``confirm`` reads the file back at least
+        ``SETTLE_SECONDS`` later where no local lock is held, in case another job wrote it at the same time: the
         time between the two may be spent starting Spark."""
-        found = read_owner(self.location)
-        if (fresh(found) and found is not None and found.get("token") != self.token
-                and not (self.document["lock"] and found.get("lock") == self.document["lock"])):
-            raise self._refusal(found)
-        if found is not None and found.get("running"):
-            log.warning("taking over checkpoint %s from %s: it ended without saying so (killed, or its machine lost): "
-                        "%s", self.location, describe_owner(found),
-                        "its heartbeat stopped" if not fresh(found) else "the source's lock it held is free")
-        self._write()
+        try:
+            self._lock = local_lock(self.location)
+        except BlockingIOError:
+            found = read_owner(self.location)
+            raise self._refusal(found or {"command": "job", "host": "this machine", "pid": "unknown"}) from None
+        self.document["local_lock"] = self._lock is not None
+        try:
+            found = read_owner(self.location)
+            # a fresh owner file of a job that held this checkpoint's local lock, which is free now: it ended
+            # without saying so (as a job holding the source's lock, below)
+            freed = self._lock is not None and bool(found and found.get("local_lock"))
+            if (fresh(found) and found is not None and found.get("token") != self.token and not freed
+                    and not (self.document["lock"] and found.get("lock") == self.document["lock"])):
+                raise self._refusal(found)
+            if found is not None and found.get("running"):
+                log.warning("taking over checkpoint %s from %s: it ended without saying so (killed, or its machine "
+                            "lost): %s", self.location, describe_owner(found),
+                            "its heartbeat stopped" if not fresh(found)
+                            else "the checkpoint's lock it held is free" if freed
+                            else "the source's lock it held is free")
+            self._write()
+        except BaseException:
+            self._unlock()
+            raise
         self._written = time.monotonic()
         # the heartbeat rewrites the file only while it holds this job's token (another job's makes it ``lost``)
         self._thread = threading.Thread(target=self._beat, daemon=True, name="cdckit-owner-heartbeat")
         self._thread.start()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases its POSIX lock
+            self._lock = None
 
     def confirm(self) -> None:
         """Read the owner file back once ``SETTLE_SECONDS`` have passed since ``begin`` wrote it (waiting for what is
@@ -138,7 +192,7 @@ class Claim:
         if self._written is None:
             raise RuntimeError("Claim.confirm before Claim.begin")
         left = SETTLE_SECONDS - (time.monotonic() - self._written)
-        if left > 0:
+        if left > 0 and self._lock is None:  # a local lock lets no other job write meanwhile
             time.sleep(left)
         found = read_owner(self.location)
         if self.lost or (found is not None and found.get("token") != self.token):
@@ -184,6 +238,7 @@ class Claim:
             self._thread.join(HEARTBEAT_SECONDS * 2)
         if self.source_lock is not None:
             self.source_lock.close()
+        self._unlock()
         _held.pop(self.location, None)
 
     def release(self, stopped_by: str | None = None, outcome: str = "finished") -> None:
@@ -203,6 +258,7 @@ class Claim:
         finally:
             if self.source_lock is not None:
                 self.source_lock.close()
+            self._unlock()
             _held.pop(self.location, None)
 
 
