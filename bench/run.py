@@ -1379,7 +1379,9 @@ def main() -> None:
     pg = EmbeddedPostgres(root / "pg").start()
     results: dict[str, Any] = {"mode": mode, "started": started, "machine": machine(), "params": params}
     try:
-        bench = Bench(root / "work", pg, get_spark(kafka=True))  # the Kafka step needs the connector from the start
+        # the Kafka step needs the connector from the start; a producer left idle is closed after 30 s (Spark's
+        # default: 10 minutes), so that it does not go on retrying a broker its step has stopped
+        bench = Bench(root / "work", pg, get_spark({"spark.kafka.producer.cache.timeout": "30s"}, kafka=True))
         bench.base.mkdir(parents=True)
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("profile", lambda: profile_event_path(params["profile_events"])),
