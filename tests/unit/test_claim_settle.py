@@ -160,3 +160,24 @@ def test_a_local_checkpoint_is_locked_by_the_kernel_without_settling(tmp_path: P
     finally:
         holder.kill()
         holder.wait(30)
+
+
+def test_a_job_that_locked_and_has_not_written_its_owner_file_yet_is_named_as_starting(tmp_path: Path) -> None:
+    if ownership.local_lock(str(tmp_path / "probe")) is None:
+        pytest.skip("the test folder is not on a file system of this machine's own (ext4, XFS, Btrfs, tmpfs)")
+    (tmp_path / "checkpoint").mkdir()
+    locker = ("import fcntl, os, sys, time\n"
+              "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+              "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+              "print('locked', flush=True)\n"
+              "time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", locker, str(tmp_path / "checkpoint" / ownership.LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(JobAlreadyRunning, match=r"in use by another cdckit job on this machine \(it holds "
+                                                    r"cdckit.owner.lock, and is starting\)"):
+            claim(_config(tmp_path), "stream", _no_source_lock)
+    finally:
+        holder.kill()
+        holder.wait(30)

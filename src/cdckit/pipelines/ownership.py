@@ -140,11 +140,6 @@ class Claim:
         self._lock: int | None = None  # the descriptor of the checkpoint's local lock (local_lock), while held
         self.lost = False
 
-    def take(self) -> None:
-        """``begin`` then ``confirm``: claim the checkpoint now."""
-        self.begin()
-        self.confirm()
-
     def begin(self) -> None:
         """Lock the checkpoint where its file system allows (``local_lock``), and write the owner file unless a fresh
         one of another job is there; start the heartbeat. ``confirm`` reads the file back at least
@@ -154,7 +149,12 @@ class Claim:
             self._lock = local_lock(self.location)
         except BlockingIOError:
             found = read_owner(self.location)
-            raise self._refusal(found or {"command": "job", "host": "this machine", "pid": "unknown"}) from None
+            if found is None or not found.get("running"):  # it has locked, and not yet written its own
+                raise JobAlreadyRunning(
+                    f"checkpoint {self.location} is in use by another cdckit job on this machine (it holds "
+                    f"{LOCK_FILE}, and is starting); two jobs on one checkpoint would break each other. Stop that "
+                    f"job first, or give this one another cdckit.checkpoint.location") from None
+            raise self._refusal(found) from None
         self.document["local_lock"] = self._lock is not None
         try:
             found = read_owner(self.location)
