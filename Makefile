@@ -25,7 +25,8 @@ $(STAMP): pyproject.toml lab/pyproject.toml
 OLDEST_SPARK := $(shell sed -n 's/^OLDEST_SPARK = "\(.*\)"$$/\1/p' src/cdckit/versions.py)
 OLDEST_VENV  := .venv-spark-$(OLDEST_SPARK)
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
-OLDEST_ENV    = PYSPARK_PYTHON=$(abspath $(OLDEST_VENV)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(OLDEST_VENV)/bin/python)
+spark_env     = PYSPARK_PYTHON=$(abspath $(1)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(1)/bin/python)
+OLDEST_ENV    = $(call spark_env,$(OLDEST_VENV))
 # The end-to-end suites, less the tests marked version_neutral (what they add does not depend on Spark's release).
 # The standalone-cluster test runs on this Spark in `make test` (test-cluster), on no other.
 E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/test_restarts.py \
@@ -33,26 +34,20 @@ E2E_SUITES   := tests/integration/test_postgres_end_to_end.py tests/integration/
                 tests/integration/test_sqlserver_end_to_end.py tests/integration/test_spark_versions.py \
                 tests/integration/test_incremental_snapshot.py::test_pause_resume_and_stop
 
-$(OLDEST_STAMP): pyproject.toml lab/pyproject.toml
+# A virtualenv of a Spark release of its own (.venv-spark-<release>): the oldest's and the newest with Delta's.
+.venv-spark-%/.installed: pyproject.toml lab/pyproject.toml
 	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
-	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
-	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
-	$(OLDEST_VENV)/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$(OLDEST_SPARK)'
-	touch $(OLDEST_STAMP)
+	test -x .venv-spark-$*/bin/python || $(PYTHON) -m venv .venv-spark-$*
+	.venv-spark-$*/bin/pip install --quiet --upgrade pip
+	.venv-spark-$*/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$*'
+	touch $@
 
 # The newest Spark minor with a Delta Lake build (cdckit.versions.DELTA_NEWEST_SPARK): the Delta sink's suites run
 # on it too, with that minor's Delta build (the default PySpark's minor has none).
 DELTA_SPARK := $(shell sed -n 's/^DELTA_NEWEST_SPARK = "\(.*\)"$$/\1/p' src/cdckit/versions.py)
 DELTA_VENV  := .venv-spark-$(DELTA_SPARK)
 DELTA_STAMP := $(DELTA_VENV)/.installed
-DELTA_ENV    = PYSPARK_PYTHON=$(abspath $(DELTA_VENV)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(DELTA_VENV)/bin/python)
-
-$(DELTA_STAMP): pyproject.toml lab/pyproject.toml
-	@command -v java >/dev/null || { echo "cdckit needs a Java runtime (JDK 17 or 21) for Spark: install one (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
-	test -x $(DELTA_VENV)/bin/python || $(PYTHON) -m venv $(DELTA_VENV)
-	$(DELTA_VENV)/bin/pip install --quiet --upgrade pip
-	$(DELTA_VENV)/bin/pip install --quiet -e '.[dev]' -e './lab[tools]' 'pyspark[sql]==$(DELTA_SPARK)'
-	touch $(DELTA_STAMP)
+DELTA_ENV    = $(call spark_env,$(DELTA_VENV))
 
 test-oldest-spark: $(OLDEST_STAMP)  ## the end-to-end suites on the oldest supported Spark (EMR's)
 	$(OLDEST_ENV) $(OLDEST_VENV)/bin/python -m pytest -m 'not version_neutral' $(E2E_SUITES)
