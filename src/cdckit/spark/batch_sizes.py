@@ -68,8 +68,9 @@ class BatchSizes:
         if not self._seen:  # no batch measured yet: keep growing (the memory bound holds whatever the size)
             self.size = min(MOST, self.size * GROWTH)
             return self.size
-        bound = self._within_target()
-        if self._seen[-1][1] <= TARGET_SECONDS and self._fitted() is None:
+        fitted = self._fitted()
+        bound = self._within_target(fitted)
+        if fitted is None and self._seen[-1][1] <= TARGET_SECONDS:
             bound = max(bound, self.size)  # a rate errs small: it holds the bound rather than shrink it
         self.size = max(FIRST, min(MOST, self.size * GROWTH, bound))
         return self.size
@@ -85,11 +86,9 @@ class BatchSizes:
         per_change = (high_seconds - low_seconds) / (high_changes - low_changes)
         return max(0.0, low_seconds - per_change * low_changes), per_change
 
-    def _within_target(self) -> int:
-        """The most changes the batches seen say a batch takes in ``TARGET_SECONDS`` (none seen: no bound)."""
-        if not self._seen:
-            return MOST
-        fitted = self._fitted()
+    def _within_target(self, fitted: tuple[float, float] | None) -> int:
+        """The most changes the batches seen (at least one) say a batch takes in ``TARGET_SECONDS``: from the fit
+        (``_fitted``) where there is one, else from the last batch's rate."""
         if fitted is not None and fitted[0] < TARGET_SECONDS:
             fixed, per_change = fitted
             return int((TARGET_SECONDS - fixed) / per_change)
