@@ -232,21 +232,14 @@ class Claim:
 
     def abandon(self) -> None:
         """Give the claim up without touching the owner file (another job's, as ``confirm`` found): stop the
-        heartbeat and release the source's lock."""
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join(HEARTBEAT_SECONDS * 2)
-        if self.source_lock is not None:
-            self.source_lock.close()
-        self._unlock()
-        _held.pop(self.location, None)
+        heartbeat and release the locks."""
+        self._stop_heartbeat()
+        self._release_locks()
 
     def release(self, stopped_by: str | None = None, outcome: str = "finished") -> None:
         """Stop the heartbeat, record the stop in the owner file (unless another job took the checkpoint over), and
-        release the source's lock."""
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join(HEARTBEAT_SECONDS * 2)
+        release the locks."""
+        self._stop_heartbeat()
         try:
             found = read_owner(self.location)
             if found is None or found.get("token") == self.token:
@@ -256,10 +249,19 @@ class Claim:
         except Exception as exc:
             log.warning("recording the job's stop in %s failed: %s", join(self.location, OWNER_FILE), exc)
         finally:
-            if self.source_lock is not None:
-                self.source_lock.close()
-            self._unlock()
-            _held.pop(self.location, None)
+            self._release_locks()
+
+    def _stop_heartbeat(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(HEARTBEAT_SECONDS * 2)
+
+    def _release_locks(self) -> None:
+        """The source's lock, the checkpoint's local lock, and this process's record of the claim."""
+        if self.source_lock is not None:
+            self.source_lock.close()
+        self._unlock()
+        _held.pop(self.location, None)
 
 
 _held: dict[str, Claim] = {}
